@@ -1,0 +1,31 @@
+# The two commands a newcomer needs:  make demo   and   make test
+VENV ?= .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: demo test install install-test lock clean down
+
+install:
+	VENV=$(VENV) scripts/bootstrap.sh
+
+install-test:
+	VENV=$(VENV) scripts/bootstrap.sh --test
+
+## make demo: install, start the local stack (Kafka A and B, Connect + MM2), load a workload, show it replicating
+demo: install
+	$(VENV)/bin/mirrorbook demo
+
+## make test: install what the tests need and run the whole suite (unit, integration, Airflow, Spark)
+test: install-test
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+## make down: stop the demo stack and delete its data
+down:
+	$(VENV)/bin/mirrorbook devstack down --purge
+
+## make lock: re-pin the full dependency set after changing requirements.txt
+lock:
+	python3 -m venv /tmp/mirrorbook-lock && /tmp/mirrorbook-lock/bin/pip install -q -r requirements.txt \
+	  && /tmp/mirrorbook-lock/bin/pip freeze --exclude-editable > requirements.lock && rm -rf /tmp/mirrorbook-lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache

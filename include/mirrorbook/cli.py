@@ -1,0 +1,36 @@
+"""The `mirrorbook` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from mirrorbook.errors import MirrorbookError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from mirrorbook.devstack import cli as devstack_cli
+
+    parser = argparse.ArgumentParser(prog="mirrorbook", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    devstack_cli.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except MirrorbookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

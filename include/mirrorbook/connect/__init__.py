@@ -1,0 +1,19 @@
+"""Kafka Connect REST client (KIP-875 offsets, STOPPED state), framework-free, sync and async."""
+
+from mirrorbook.connect.client import AsyncConnectClient, ConnectClient, ConnectSettings
+from mirrorbook.connect.errors import (
+    ConnectError,
+    ConnectorNotFound,
+    ConnectorNotStopped,
+    ConnectBadRequest,
+    ConnectConflict,
+    ConnectServerError,
+    ConnectTimeout,
+    ConnectUnreachable,
+)
+
+__all__ = [
+    "AsyncConnectClient", "ConnectClient", "ConnectSettings", "ConnectError", "ConnectorNotFound",
+    "ConnectorNotStopped", "ConnectBadRequest", "ConnectConflict", "ConnectServerError", "ConnectTimeout",
+    "ConnectUnreachable",
+]

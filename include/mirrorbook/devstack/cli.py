@@ -1,0 +1,169 @@
+"""`mirrorbook devstack …` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from mirrorbook.devstack import versions
+from mirrorbook.devstack.config import Mm2Settings, StackSettings
+from mirrorbook.devstack.stack import DevStack
+from mirrorbook.devstack.workload import GroupSpec, load
+
+MM2_FLAGS = {
+    "checkpoint_interval": "checkpoint_interval_s",
+    "heartbeat_interval": "heartbeat_interval_s",
+    "refresh_interval": ("refresh_topics_interval_s", "refresh_groups_interval_s"),
+    "offset_lag_max": "offset_lag_max",
+    "sync_group_offsets": "sync_group_offsets",
+    "replication_policy": "replication_policy",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("devstack", help="the local Kafka A + B + Connect/MM2 stack")
+    ds = p.add_subparsers(dest="devstack_cmd", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sp.add_argument("--run-dir", help="state, data and logs of this stack (default: one per user)")
+        return sp
+
+    up = common(ds.add_parser("up", help="start (or reconcile) the stack; a no-op when it runs"))
+    up.add_argument("--reverse", action="store_true", default=None, help="also run the B->A flow on a worker on A")
+    up.add_argument("--port-base", type=int, help="use ports BASE..BASE+5 instead of free ones")
+    up.add_argument("--checkpoint-interval", type=int, help="emit.checkpoints.interval.seconds (default 5)")
+    up.add_argument("--heartbeat-interval", type=int, help="emit.heartbeats.interval.seconds (default 1)")
+    up.add_argument("--refresh-interval", type=int, help="refresh.topics/groups.interval.seconds (default 5)")
+    up.add_argument("--offset-lag-max", type=int, help="offset.lag.max (default 100)")
+    up.add_argument("--sync-group-offsets", choices=["true", "false"], help="sync.group.offsets.enabled")
+    up.add_argument("--replication-policy", choices=["default", "identity"])
+    up.add_argument("--timeout", type=float, default=180.0)
+    up.set_defaults(func=cmd_up)
+
+    st = common(ds.add_parser("status", help="brokers, Connect, flows and connector states"))
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+
+    dn = common(ds.add_parser("down", help="stop exactly the processes this stack started"))
+    dn.add_argument("--purge", action="store_true", help="also delete data, logs and state")
+    dn.set_defaults(func=cmd_down)
+
+    for name, func, helptext in (("stop", cmd_stop, "take one cluster's broker down (data kept)"),
+                                 ("start", cmd_start, "bring a stopped cluster's broker back")):
+        sp = common(ds.add_parser(name, help=helptext))
+        sp.add_argument("alias", help="cluster alias, e.g. A")
+        if name == "stop":
+            sp.add_argument("--kill", action="store_true", help="SIGKILL (a crash) instead of a clean shutdown")
+        sp.set_defaults(func=func)
+
+    fe = ds.add_parser("fetch", help="download the pinned Kafka (and Spark Kafka source) jars into the cache")
+    fe.add_argument("--spark", action="store_true", help="also Spark's Kafka source (record parity)")
+    fe.set_defaults(func=cmd_fetch)
+
+    ld = common(ds.add_parser("load", help="create topics, produce sequence-numbered records, park groups"))
+    target = ld.add_mutually_exclusive_group()
+    target.add_argument("--cluster", default="A", help="cluster alias of this devstack (default A)")
+    target.add_argument("--bootstrap", help="any bootstrap servers instead of a devstack cluster")
+    ld.add_argument("--topic", action="append", dest="topic_names", help="topic name (repeatable)")
+    ld.add_argument("--topics", type=int, default=1, help="number of topics named PREFIX-N when --topic is absent")
+    ld.add_argument("--prefix", default="orders")
+    ld.add_argument("--partitions", type=int, default=3)
+    ld.add_argument("--records", type=int, default=1000, help="records per partition")
+    ld.add_argument("--pad", type=int, default=0, help="extra bytes per value")
+    ld.add_argument("--group", action="append", default=[], metavar="NAME=POS",
+                    help="park a group: end | end-N | N | begin | none (repeatable)")
+    ld.set_defaults(func=cmd_load)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    mm2: dict[str, Any] = {}
+    for flag, field in MM2_FLAGS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if flag == "sync_group_offsets":
+            value = value == "true"
+        for f in field if isinstance(field, tuple) else (field,):
+            mm2[f] = value
+    out: dict[str, Any] = {"mm2": mm2} if mm2 else {}
+    if args.reverse:
+        out["reverse"] = True
+    return out
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    stack = DevStack(args.run_dir)
+    overrides = _overrides(args)
+    settings = StackSettings(reverse=bool(args.reverse), mm2=Mm2Settings(**overrides.get("mm2", {})))
+    t0 = time.monotonic()
+    result = stack.up(settings, port_base=args.port_base, overrides=overrides, timeout_s=args.timeout)
+    status = stack.status()
+    if result["already_running"]:
+        print(f"devstack already running in {stack.run_dir} (nothing to do)")
+    else:
+        print(f"devstack up in {time.monotonic() - t0:.1f}s (started: {', '.join(result['started']) or 'none'}; "
+              f"connectors configured: {len(result['connectors_configured'])})")
+    _print_status(status)
+    return 0
+
+
+def _print_status(status: dict[str, Any]) -> None:
+    for alias, c in status["clusters"].items():
+        print(f"  cluster {alias}: {c['bootstrap_servers']}  pid={c['pid']} {'up' if c['alive'] else 'DOWN'}")
+    for alias, w in status["connect"].items():
+        print(f"  connect on {alias}: {w['url']}  pid={w['pid']} {'up' if w['alive'] else 'DOWN'}")
+    for f in status["flows"]:
+        print(f"  flow {f['name']}:")
+        for name, c in f["connectors"].items():
+            print(f"    {name}: {c['state']} tasks={c['tasks']}")
+    print(f"  topology: {status['topology']}")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = DevStack(args.run_dir).status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        _print_status(status)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    stopped = DevStack(args.run_dir).down(purge=args.purge)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + (" (data purged)" if args.purge else ""))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    done = DevStack(args.run_dir).stop_cluster(args.alias, kill=args.kill)
+    print(f"cluster {args.alias}: {'stopped' if done else 'was not running'}")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    done = DevStack(args.run_dir).start_cluster(args.alias)
+    print(f"cluster {args.alias}: {'started' if done else 'already running'}")
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        bootstrap = DevStack(args.run_dir).require().brokers[args.cluster].bootstrap
+    topics = args.topic_names or [f"{args.prefix}-{i}" for i in range(args.topics)]
+    report = load(bootstrap, topics, args.partitions, args.records, [GroupSpec.parse(g) for g in args.group],
+                  pad=args.pad)
+    print(report.model_dump_json(indent=2))
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from mirrorbook.devstack import artifacts
+
+    print(f"kafka {versions.KAFKA_VERSION}: {artifacts.kafka_libs()}")
+    if args.spark:
+        print(f"spark-sql-kafka {versions.SPARK_KAFKA_VERSION}: {artifacts.spark_kafka_libs()}")
+    return 0

@@ -1,0 +1,174 @@
+"""Settings of a devstack and the files rendered from them: broker, worker, connector and log configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mirrorbook.topology import FlowSpec
+
+MIRROR_PKG = "org.apache.kafka.connect.mirror"
+BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
+POLICIES = {"default": f"{MIRROR_PKG}.DefaultReplicationPolicy", "identity": f"{MIRROR_PKG}.IdentityReplicationPolicy"}
+
+
+class Mm2Settings(BaseModel):
+    """MM2 knobs tests and drills need. Defaults are tuned for a fast local stack, not production."""
+
+    model_config = ConfigDict(extra="forbid")
+    checkpoint_interval_s: int = Field(5, ge=1)
+    heartbeat_interval_s: int = Field(1, ge=1)
+    refresh_topics_interval_s: int = Field(5, ge=1)
+    refresh_groups_interval_s: int = Field(5, ge=1)
+    offset_lag_max: int = Field(100, ge=0)
+    sync_group_offsets: bool = False
+    sync_group_offsets_interval_s: int = Field(5, ge=1)
+    replication_policy: Literal["default", "identity"] = "default"
+    separator: str = "."
+    topics: str = ".*"
+    groups: str = ".*"
+    source_tasks_max: int = Field(1, ge=1)
+
+
+class StackSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    aliases: tuple[str, str] = ("A", "B")
+    reverse: bool = False
+    mm2: Mm2Settings = Field(default_factory=Mm2Settings)
+    broker_heap_mb: int = 320
+    connect_heap_mb: int = 384
+    offset_flush_interval_ms: int = 1000
+    extra_jvm_opts: list[str] = Field(default_factory=list)
+
+
+def jvm_opts(heap_mb: int, log4j: Path, extra: list[str]) -> list[str]:
+    # SerialGC and C1-only JIT keep four JVMs small and quick to start on two cores.
+    return [f"-Xms{min(heap_mb, 128)}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-XX:MaxMetaspaceSize=192m", "-XX:ReservedCodeCacheSize=64m", "-Xss512k",
+            "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", *extra]
+
+
+def render_properties(props: dict[str, object]) -> str:
+    return "".join(f"{k}={_prop(v)}\n" for k, v in props.items())
+
+
+def _prop(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def broker_properties(broker_port: int, controller_port: int, data_dir: Path) -> dict[str, object]:
+    return {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.bootstrap.servers": f"localhost:{controller_port}",
+        "listeners": f"PLAINTEXT://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": data_dir,
+        "num.partitions": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 5,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 3,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": False,
+        "num.network.threads": 2,
+        "num.io.threads": 2,
+        "log.retention.hours": 168,
+    }
+
+
+def worker_properties(alias: str, bootstrap: str, rest_port: int, settings: StackSettings) -> dict[str, object]:
+    # Internal topic names end in ".internal" so MM2's default topics.exclude never mirrors them.
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"mirrorbook-connect-{alias}",
+        "listeners": f"http://localhost:{rest_port}",
+        "rest.advertised.host.name": "localhost",
+        "rest.advertised.port": rest_port,
+        "key.converter": BYTES,
+        "value.converter": BYTES,
+        "header.converter": BYTES,
+        "config.storage.topic": f"connect-configs-{alias}.internal",
+        "offset.storage.topic": f"connect-offsets-{alias}.internal",
+        "status.storage.topic": f"connect-status-{alias}.internal",
+        "config.storage.replication.factor": 1,
+        "offset.storage.replication.factor": 1,
+        "offset.storage.partitions": 5,
+        "status.storage.replication.factor": 1,
+        "status.storage.partitions": 1,
+        "offset.flush.interval.ms": settings.offset_flush_interval_ms,
+        "plugin.discovery": "service_load",
+        "task.shutdown.graceful.timeout.ms": 3000,
+        "connector.client.config.override.policy": "All",
+    }
+
+
+def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settings) -> dict[str, dict[str, str]]:
+    """The three MM2 connector configs of one flow, keyed by connector name."""
+    common = {
+        "source.cluster.alias": flow.source,
+        "target.cluster.alias": flow.target,
+        "source.cluster.bootstrap.servers": bootstraps[flow.source],
+        "target.cluster.bootstrap.servers": bootstraps[flow.target],
+        "replication.policy.class": POLICIES[flow.replication_policy],
+        "replication.policy.separator": flow.separator,
+        "key.converter": BYTES,
+        "value.converter": BYTES,
+        "header.converter": BYTES,
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "offset.lag.max": str(mm2.offset_lag_max),
+        "topics": mm2.topics,
+        "groups": mm2.groups,
+        "refresh.topics.interval.seconds": str(mm2.refresh_topics_interval_s),
+        "refresh.groups.interval.seconds": str(mm2.refresh_groups_interval_s),
+        "emit.checkpoints.interval.seconds": str(mm2.checkpoint_interval_s),
+        "emit.heartbeats.interval.seconds": str(mm2.heartbeat_interval_s),
+        "sync.group.offsets.enabled": str(mm2.sync_group_offsets).lower(),
+        "sync.group.offsets.interval.seconds": str(mm2.sync_group_offsets_interval_s),
+        "sync.topic.acls.enabled": "false",
+    }
+    specific = {
+        "source": {"connector.class": f"{MIRROR_PKG}.MirrorSourceConnector", "tasks.max": str(mm2.source_tasks_max)},
+        "checkpoint": {"connector.class": f"{MIRROR_PKG}.MirrorCheckpointConnector", "tasks.max": "1"},
+        "heartbeat": {"connector.class": f"{MIRROR_PKG}.MirrorHeartbeatConnector", "tasks.max": "1"},
+    }
+    return {flow.connector(role): {**common, **extra} for role, extra in specific.items()}
+
+
+LOG4J2 = """Configuration:
+  status: warn
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: org.apache.kafka.clients
+        level: WARN
+      - name: org.apache.kafka.common.utils.AppInfoParser
+        level: WARN
+      - name: org.reflections
+        level: ERROR
+      - name: kafka.log
+        level: WARN
+      - name: org.apache.kafka.storage
+        level: WARN
+"""

@@ -1,0 +1,100 @@
+"""JVM processes the stack starts, identified by pid *and* start time so we never signal a stranger."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+from pydantic import BaseModel
+
+from mirrorbook.devstack.errors import ProcessDied
+
+
+class ProcessRecord(BaseModel):
+    pid: int
+    create_time: float
+    log: str
+    cmd_summary: str
+
+    def alive(self) -> bool:
+        try:
+            proc = psutil.Process(self.pid)
+            return abs(proc.create_time() - self.create_time) < 1.0 and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def rss_bytes(self) -> int:
+        try:
+            return psutil.Process(self.pid).memory_info().rss if self.alive() else 0
+        except psutil.Error:
+            return 0
+
+    def stop(self, timeout: float = 30.0, kill: bool = False) -> None:
+        """SIGTERM (or SIGKILL), wait, escalate. Idempotent: a process already gone is fine."""
+        if not self.alive():
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                _reap(self.pid)
+                return
+            time.sleep(0.1)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while self.alive():
+            time.sleep(0.05)
+        _reap(self.pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def start_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: list[str],
+               log_path: Path, label: str) -> ProcessRecord:
+    """Start a JVM detached from our session so it survives the CLI invocation that started it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [java, *jvm_opts, "-cp", classpath, main, *args]
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
+    return ProcessRecord(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time(),
+                         log=str(log_path), cmd_summary=f"{label}: {main} {' '.join(args)}")
+
+
+def run_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: list[str],
+             log_path: Path, label: str, timeout: float = 120) -> str:
+    """Run a short-lived JVM tool to completion; a failure names its log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([java, *jvm_opts, "-cp", classpath, main, *args], capture_output=True,
+                          text=True, timeout=timeout)
+    log_path.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise ProcessDied(f"{label} failed (exit {proc.returncode}); its output is in {log_path}:\n"
+                          + "\n".join("    " + ln for ln in (proc.stdout + proc.stderr).splitlines()[-10:]))
+    return proc.stdout
+
+
+def died_error(rec: ProcessRecord, label: str) -> ProcessDied:
+    tail = ""
+    try:
+        lines = Path(rec.log).read_text(errors="replace").splitlines()
+        interesting = [ln for ln in lines if "ERROR" in ln or "Exception" in ln or "Error:" in ln] or lines
+        tail = "\n".join("    " + ln for ln in interesting[-8:])
+    except OSError:
+        pass
+    return ProcessDied(f"The {label} JVM (pid {rec.pid}) died during start; its log is {rec.log}\n{tail}",
+                       f"read {rec.log}; then `mirrorbook devstack down` and `up` again")

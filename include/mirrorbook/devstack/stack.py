@@ -1,0 +1,462 @@
+"""The devstack lifecycle: up (reconcile to running), status, down, stop/start one cluster.
+
+`up` is a reconciler, not a script: it reads `stack.json`, starts only what is not alive, PUTs only
+connector configs that differ, then waits for readiness. On a running stack it does nothing.
+Processes are tracked by pid and start time, so `down` never signals anything it did not start.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from mirrorbook.connect import ConnectClient, ConnectError
+from mirrorbook.connect.errors import ConnectorNotFound
+from mirrorbook.connect.retry import NO_RETRY
+from mirrorbook.connect.wait import WaitTimeout, wait_for
+from mirrorbook.devstack import artifacts, config, ports, versions
+from mirrorbook.devstack.errors import DevstackError, ProcessDied, ReadinessTimeout, StackNotRunning
+from mirrorbook.devstack.paths import default_run_dir
+from mirrorbook.devstack.processes import ProcessRecord, died_error, run_java, start_java
+from mirrorbook.devstack.tools import find_java
+from mirrorbook.topology import ConnectClusterSpec, FlowSpec, KafkaClusterSpec, Topology
+
+log = logging.getLogger(__name__)
+
+BROKER_MAIN = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
+CANARY_TOPIC = "mirrorbook-canary"
+PORTS_PER_STACK = 6  # A broker, A controller, B broker, B controller, worker on B, worker on A
+
+
+class BrokerState(BaseModel):
+    alias: str
+    cluster_id: str
+    broker_port: int
+    controller_port: int
+    process: ProcessRecord | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"localhost:{self.broker_port}"
+
+
+class WorkerState(BaseModel):
+    alias: str  # the Kafka cluster the worker is bootstrapped on (= the target of its flows)
+    rest_port: int
+    flows: list[str]
+    process: ProcessRecord | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.rest_port}"
+
+
+class StackState(BaseModel):
+    kafka_version: str
+    run_dir: str
+    settings: config.StackSettings
+    brokers: dict[str, BrokerState]
+    workers: dict[str, WorkerState] = Field(default_factory=dict)
+    spare_ports: list[int] = Field(default_factory=list)
+
+    def flows(self) -> list[FlowSpec]:
+        a, b = self.settings.aliases
+        mm2 = self.settings.mm2
+        pairs = [(a, b)] + ([(b, a)] if self.settings.reverse else [])
+        return [FlowSpec(source=s, target=t, connect_cluster=t, replication_policy=mm2.replication_policy,
+                         separator=mm2.separator) for s, t in pairs]
+
+    def bootstraps(self) -> dict[str, str]:
+        return {alias: b.bootstrap for alias, b in self.brokers.items()}
+
+    def topology(self) -> Topology:
+        return Topology(
+            clusters={a: KafkaClusterSpec(connection_id=f"mirrorbook_kafka_{a.lower()}", bootstrap_servers=b.bootstrap)
+                      for a, b in self.brokers.items()},
+            connect_clusters={a: ConnectClusterSpec(connection_id=f"mirrorbook_connect_{a.lower()}", url=w.url)
+                              for a, w in self.workers.items()},
+            flows=self.flows(),
+            groups=self.settings.mm2.groups,
+        )
+
+    def processes(self) -> dict[str, ProcessRecord]:
+        out = {f"broker-{a}": b.process for a, b in self.brokers.items() if b.process}
+        out.update({f"connect-{a}": w.process for a, w in self.workers.items() if w.process})
+        return out
+
+
+def new_cluster_id() -> str:
+    """A Kafka Uuid string (url-safe base64 of 16 random bytes); Kafka never issues one starting with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+class DevStack:
+    def __init__(self, run_dir: str | Path | None = None) -> None:
+        self.run_dir = Path(run_dir) if run_dir else default_run_dir()
+
+    # -- files --------------------------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return self.run_dir / "stack.json"
+
+    @property
+    def topology_path(self) -> Path:
+        return self.run_dir / "topology.yaml"
+
+    @property
+    def connections_path(self) -> Path:
+        return self.run_dir / "airflow-connections.json"
+
+    def load(self) -> StackState | None:
+        if not self.state_path.is_file():
+            return None
+        return StackState.model_validate_json(self.state_path.read_text())
+
+    def require(self) -> StackState:
+        state = self.load()
+        if state is None:
+            raise StackNotRunning(f"No devstack in {self.run_dir} (no stack.json).",
+                                  f"mirrorbook devstack up --run-dir {self.run_dir}")
+        return state
+
+    def _save(self, state: StackState) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(state.model_dump_json(indent=2))
+        tmp.replace(self.state_path)
+
+    def _write_topology(self, state: StackState) -> None:
+        topo = state.topology()
+        self.topology_path.write_text(topo.to_yaml())
+        conns = {spec.connection_id: {"conn_type": "kafka", "extra": {"bootstrap.servers": spec.bootstrap_servers}}
+                 for spec in topo.clusters.values()}
+        for spec in topo.connect_clusters.values():
+            port = int(spec.url.rsplit(":", 1)[1])
+            conns[spec.connection_id] = {"conn_type": "kafka_connect", "host": "localhost", "port": port,
+                                         "schema": "http"}
+        self.connections_path.write_text(json.dumps(conns, indent=2))
+
+    # -- up -----------------------------------------------------------------------------------------
+    def up(self, settings: config.StackSettings | None = None, *, port_base: int | None = None,
+           overrides: dict[str, Any] | None = None, timeout_s: float = 180.0) -> dict[str, Any]:
+        """Reconcile to a running stack. Returns what was started (empty on a running stack)."""
+        java = find_java()
+        state = self.load()
+        fresh = state is None
+        if fresh:
+            state = self._allocate(settings or config.StackSettings(), port_base)
+        elif overrides:
+            state = self._apply_overrides(state, overrides)
+        libs = artifacts.kafka_libs()
+        cp = f"{libs}/*"
+        started: list[str] = []
+        try:
+            self._ensure_workers_declared(state)
+            self._save(state)
+            if fresh:
+                self._format(java, cp, state)
+            started += self._start_brokers(java, cp, state, timeout_s)
+            self._seed_sources(state)
+            started += self._start_workers(java, cp, state, timeout_s)
+            changed = self._ensure_connectors(state)
+            self._wait_connectors(state, timeout_s)
+        except Exception:
+            if fresh:
+                self._stop_records([r for n, r in state.processes().items() if n in started])
+            raise
+        self._write_topology(state)
+        self._save(state)
+        return {"started": started, "connectors_configured": changed, "already_running": not started and not changed}
+
+    def _allocate(self, settings: config.StackSettings, port_base: int | None) -> StackState:
+        if port_base is not None:
+            wanted = list(range(port_base, port_base + PORTS_PER_STACK))
+            for p, what in zip(wanted, ("broker A", "controller A", "broker B", "controller B",
+                                        "Connect worker B", "Connect worker A")):
+                ports.require_free(p, what)
+        else:
+            wanted = ports.pick_free(PORTS_PER_STACK)
+        a, b = settings.aliases
+        brokers = {
+            a: BrokerState(alias=a, cluster_id=new_cluster_id(), broker_port=wanted[0], controller_port=wanted[1]),
+            b: BrokerState(alias=b, cluster_id=new_cluster_id(), broker_port=wanted[2], controller_port=wanted[3]),
+        }
+        return StackState(kafka_version=versions.KAFKA_VERSION, run_dir=str(self.run_dir), settings=settings,
+                          brokers=brokers, spare_ports=wanted[4:])
+
+    def _apply_overrides(self, state: StackState, overrides: dict[str, Any]) -> StackState:
+        data = state.settings.model_dump()
+        mm2 = {**data["mm2"], **overrides.get("mm2", {})}
+        data.update({k: v for k, v in overrides.items() if k != "mm2"}, mm2=mm2)
+        state.settings = config.StackSettings.model_validate(data)
+        return state
+
+    def _ensure_workers_declared(self, state: StackState) -> None:
+        for flow in state.flows():
+            worker = state.workers.get(flow.connect_cluster)
+            if worker is None:
+                port = state.spare_ports[0] if flow.connect_cluster == state.settings.aliases[1] else state.spare_ports[1]
+                worker = state.workers[flow.connect_cluster] = WorkerState(alias=flow.connect_cluster, rest_port=port,
+                                                                           flows=[])
+            if flow.name not in worker.flows:
+                worker.flows.append(flow.name)
+
+    def _broker_dir(self, alias: str) -> Path:
+        return self.run_dir / "data" / alias
+
+    def _log(self, name: str) -> Path:
+        return self.run_dir / "logs" / f"{name}.log"
+
+    def _log4j(self) -> Path:
+        path = self.run_dir / "log4j2.yaml"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(config.LOG4J2)
+        return path
+
+    def _broker_config(self, broker: BrokerState) -> Path:
+        path = self.run_dir / "config" / f"broker-{broker.alias}.properties"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data_dir = self._broker_dir(broker.alias)
+        path.write_text(config.render_properties(
+            config.broker_properties(broker.broker_port, broker.controller_port, data_dir)))
+        return path
+
+    def _format(self, java: str, cp: str, state: StackState) -> None:
+        def fmt(broker: BrokerState) -> None:
+            props = self._broker_config(broker)
+            if (self._broker_dir(broker.alias) / "meta.properties").is_file():
+                return
+            run_java(java, ["-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={self._log4j()}"],
+                     cp, STORAGE_TOOL, ["format", "-t", broker.cluster_id, "-c", str(props), "--standalone"],
+                     self._log(f"format-{broker.alias}"), f"formatting the storage of cluster {broker.alias}")
+        with ThreadPoolExecutor(len(state.brokers)) as pool:
+            list(pool.map(fmt, state.brokers.values()))
+
+    def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float) -> list[str]:
+        started = []
+        for broker in state.brokers.values():
+            if broker.process and broker.process.alive():
+                continue
+            for p, what in ((broker.broker_port, f"broker {broker.alias}"),
+                            (broker.controller_port, f"controller {broker.alias}")):
+                ports.require_free(p, what)
+            props = self._broker_config(broker)
+            opts = config.jvm_opts(state.settings.broker_heap_mb, self._log4j(), state.settings.extra_jvm_opts)
+            broker.process = start_java(java, opts, cp, BROKER_MAIN, [str(props)],
+                                        self._log(f"broker-{broker.alias}"), f"broker {broker.alias}")
+            started.append(f"broker-{broker.alias}")
+            self._save(state)
+        for broker in state.brokers.values():
+            if f"broker-{broker.alias}" in started:
+                self._wait_broker(broker, timeout_s)
+        return started
+
+    def _wait_broker(self, broker: BrokerState, timeout_s: float) -> None:
+        from mirrorbook.kafka.admin import KafkaAdmin
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert broker.process
+            if not broker.process.alive():
+                raise died_error(broker.process, f"broker {broker.alias}")
+            if ports.wait_port_open(broker.broker_port) and KafkaAdmin(broker.bootstrap).ping(timeout_s=2.0):
+                return
+            time.sleep(0.3)
+        raise ReadinessTimeout(f"Broker {broker.alias} did not answer on {broker.bootstrap} within {timeout_s:.0f}s",
+                               f"read {broker.process.log if broker.process else 'its log'}")
+
+    @staticmethod
+    def _seed_sources(state: StackState) -> None:
+        """MirrorSourceConnector runs no task while its source has no topic: give every source a canary."""
+        from mirrorbook.kafka.admin import KafkaAdmin
+
+        for flow in state.flows():
+            KafkaAdmin(state.brokers[flow.source].bootstrap).create_topics({CANARY_TOPIC: 1})
+
+    def _worker_config(self, worker: WorkerState, state: StackState) -> Path:
+        path = self.run_dir / "config" / f"connect-{worker.alias}.properties"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        props = config.worker_properties(worker.alias, state.brokers[worker.alias].bootstrap, worker.rest_port,
+                                         state.settings)
+        path.write_text(config.render_properties(props))
+        return path
+
+    def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float) -> list[str]:
+        started = []
+        for worker in state.workers.values():
+            if worker.process and worker.process.alive():
+                continue
+            ports.require_free(worker.rest_port, f"Connect worker {worker.alias}")
+            props = self._worker_config(worker, state)
+            opts = config.jvm_opts(state.settings.connect_heap_mb, self._log4j(), state.settings.extra_jvm_opts)
+            worker.process = start_java(java, opts, cp, CONNECT_MAIN, [str(props)],
+                                        self._log(f"connect-{worker.alias}"), f"Connect worker {worker.alias}")
+            started.append(f"connect-{worker.alias}")
+            self._save(state)
+        for worker in state.workers.values():
+            if f"connect-{worker.alias}" in started:
+                self._wait_worker(worker, timeout_s)
+        return started
+
+    def _wait_worker(self, worker: WorkerState, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        with ConnectClient(worker.url, retry=NO_RETRY) as client:
+            while time.monotonic() < deadline:
+                assert worker.process
+                if not worker.process.alive():
+                    raise died_error(worker.process, f"Connect worker {worker.alias}")
+                try:
+                    client.root()
+                    client.list()  # answers only once the worker has joined its group and read its config topic
+                    return
+                except ConnectError:
+                    time.sleep(0.5)
+        raise ReadinessTimeout(f"Connect worker {worker.alias} did not answer on {worker.url} within {timeout_s:.0f}s",
+                               f"read {worker.process.log if worker.process else 'its log'}")
+
+    def _ensure_connectors(self, state: StackState) -> list[str]:
+        changed = []
+        bootstraps = state.bootstraps()
+        for flow in state.flows():
+            worker = state.workers[flow.connect_cluster]
+            with ConnectClient(worker.url) as client:
+                for name, cfg in config.connector_configs(flow, bootstraps, state.settings.mm2).items():
+                    try:
+                        current = client.get_config(name)
+                    except ConnectorNotFound:
+                        current = None
+                    if current is not None and all(current.get(k) == v for k, v in cfg.items()):
+                        continue
+                    client.put_config(name, cfg)
+                    changed.append(name)
+        return changed
+
+    def _wait_connectors(self, state: StackState, timeout_s: float) -> None:
+        """Every connector RUNNING; source and heartbeat with a running task (checkpoint may have none yet)."""
+        deadline = time.monotonic() + timeout_s
+        for flow in state.flows():
+            worker = state.workers[flow.connect_cluster]
+            with ConnectClient(worker.url, retry=NO_RETRY) as client:
+                for role, name in flow.connectors.items():
+                    try:
+                        wait_for(client, name, "RUNNING", timeout_s=max(1.0, deadline - time.monotonic()),
+                                 min_tasks=0 if role == "checkpoint" else 1, missing_ok=True)
+                    except WaitTimeout as exc:
+                        if worker.process and not worker.process.alive():
+                            raise died_error(worker.process, f"Connect worker {worker.alias}") from exc
+                        raise ReadinessTimeout(str(exc), f"read {worker.process.log if worker.process else 'its log'}")
+
+    # -- status -------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        state = self.require()
+        flows = []
+        for flow in state.flows():
+            worker = state.workers.get(flow.connect_cluster)
+            connectors: dict[str, Any] = {}
+            for role, name in flow.connectors.items():
+                connectors[name] = self._connector_status(worker, name)
+            flows.append({"name": flow.name, "source": flow.source, "target": flow.target,
+                          "connect_url": worker.url if worker else None, "connectors": connectors})
+        return {
+            "run_dir": str(self.run_dir),
+            "kafka_version": state.kafka_version,
+            "topology": str(self.topology_path),
+            "airflow_connections": str(self.connections_path),
+            "clusters": {a: {"bootstrap_servers": b.bootstrap, "cluster_id": b.cluster_id,
+                             "pid": b.process.pid if b.process else None,
+                             "alive": bool(b.process and b.process.alive())} for a, b in state.brokers.items()},
+            "connect": {a: {"url": w.url, "pid": w.process.pid if w.process else None,
+                            "alive": bool(w.process and w.process.alive()), "flows": w.flows}
+                        for a, w in state.workers.items()},
+            "flows": flows,
+        }
+
+    @staticmethod
+    def _connector_status(worker: WorkerState | None, name: str) -> dict[str, Any]:
+        if worker is None or not (worker.process and worker.process.alive()):
+            return {"state": "UNREACHABLE", "tasks": []}
+        try:
+            with ConnectClient(worker.url, retry=NO_RETRY) as client:
+                st = client.status(name)
+            return {"state": st.connector.state, "tasks": [t.state for t in st.tasks]}
+        except ConnectorNotFound:
+            return {"state": "MISSING", "tasks": []}
+        except ConnectError as exc:
+            return {"state": "UNREACHABLE", "tasks": [], "error": exc.message}
+
+    # -- down / stop / start ------------------------------------------------------------------------
+    def down(self, purge: bool = False) -> list[str]:
+        state = self.load()
+        stopped: list[str] = []
+        if state is not None:
+            procs = state.processes()
+            # Workers first (they hold clients on the brokers), then brokers.
+            order = sorted(procs, key=lambda n: 0 if n.startswith("connect") else 1)
+            for name in order:
+                if procs[name].alive():
+                    procs[name].stop()
+                    stopped.append(name)
+            for b in state.brokers.values():
+                b.process = None
+            for w in state.workers.values():
+                w.process = None
+            self._save(state)
+        if purge and self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        return stopped
+
+    def _stop_records(self, records: list[ProcessRecord]) -> None:
+        for rec in records:
+            rec.stop()
+
+    def stop_cluster(self, alias: str, kill: bool = False) -> bool:
+        state = self.require()
+        broker = self._broker(state, alias)
+        if not (broker.process and broker.process.alive()):
+            return False
+        broker.process.stop(kill=kill)
+        return True
+
+    def start_cluster(self, alias: str, timeout_s: float = 120.0) -> bool:
+        state = self.require()
+        broker = self._broker(state, alias)
+        if broker.process and broker.process.alive():
+            return False
+        java = find_java()
+        cp = f"{artifacts.kafka_libs()}/*"
+        for p, what in ((broker.broker_port, f"broker {alias}"), (broker.controller_port, f"controller {alias}")):
+            ports.require_free(p, what)
+        opts = config.jvm_opts(state.settings.broker_heap_mb, self._log4j(), state.settings.extra_jvm_opts)
+        broker.process = start_java(java, opts, cp, BROKER_MAIN, [str(self._broker_config(broker))],
+                                    self._log(f"broker-{alias}"), f"broker {alias}")
+        self._save(state)
+        self._wait_broker(broker, timeout_s)
+        return True
+
+    @staticmethod
+    def _broker(state: StackState, alias: str) -> BrokerState:
+        if alias not in state.brokers:
+            raise DevstackError(f"Unknown cluster alias {alias!r}; this stack has {', '.join(state.brokers)}")
+        return state.brokers[alias]
+
+    def rss_bytes(self) -> int:
+        state = self.load()
+        return sum(p.rss_bytes() for p in state.processes().values()) if state else 0
+
+
+__all__ = ["DevStack", "StackState", "ProcessDied"]

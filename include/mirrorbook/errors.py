@@ -1,0 +1,15 @@
+"""The error base every mirrorbook failure derives from: a message plus the fix, when there is one."""
+
+from __future__ import annotations
+
+
+class MirrorbookError(Exception):
+    """An error an operator can act on. `hint` names the fix (a command, a setting)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.hint}" if self.hint else self.message

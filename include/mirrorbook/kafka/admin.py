@@ -1,0 +1,279 @@
+"""Kafka admin operations mirrorbook needs, batched: every per-item request is issued at once and
+awaited together, so cost grows with round trips, not with the number of groups or partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future
+from typing import Any, Iterable, Mapping
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from pydantic import BaseModel
+
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.kafka.config import client_config
+from mirrorbook.kafka.types import TP
+
+log = logging.getLogger(__name__)
+
+# Group states in which nobody consumes: offsets may be written (Kafka's own rule for resets).
+INACTIVE_STATES = {"EMPTY", "DEAD", "UNKNOWN_ABSENT"}
+_TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_AVAILABLE", "NOT_COORDINATOR",
+              "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "_TIMED_OUT"}
+
+
+class KafkaAdminError(MirrorbookError):
+    pass
+
+
+class GroupActive(KafkaAdminError):
+    """A group we would write offsets for has live members on the target."""
+
+    def __init__(self, groups: dict[str, "GroupInfo"]) -> None:
+        names = ", ".join(f"{g} ({i.state}, {i.members} member{'s' if i.members != 1 else ''})"
+                          for g, i in sorted(groups.items()))
+        super().__init__(f"Refusing to write offsets: consumer group(s) active on the target: {names}",
+                         "stop those consumers (the group must be EMPTY or absent), then re-run")
+        self.groups = groups
+
+
+class GroupInfo(BaseModel):
+    group: str
+    state: str  # STABLE, EMPTY, PREPARING_REBALANCE, ..., DEAD; UNKNOWN_ABSENT when the group does not exist
+    members: int = 0
+    member_hosts: list[str] = []
+    protocol_type: str | None = None
+
+    @property
+    def inactive(self) -> bool:
+        return self.state in INACTIVE_STATES and self.members == 0
+
+
+class Watermarks(BaseModel):
+    low: int
+    high: int
+    lso: int | None = None
+
+
+def _state_name(state: Any) -> str:
+    name = getattr(state, "name", str(state))
+    return "UNKNOWN_ABSENT" if name == "UNKNOWN" else name
+
+
+class KafkaAdmin:
+    """Admin client for one cluster. `config` is librdkafka config (bootstrap.servers, security, SASL)."""
+
+    def __init__(self, config: str | Mapping[str, Any], request_timeout_s: float = 15.0) -> None:
+        self.config = client_config(config)
+        self.timeout = request_timeout_s
+        self._client: AdminClient | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.config.get("bootstrap.servers"))
+
+    @property
+    def client(self) -> AdminClient:
+        if self._client is None:
+            self._client = AdminClient(dict(self.config))
+        return self._client
+
+    def __repr__(self) -> str:
+        return f"KafkaAdmin({self.bootstrap!r})"
+
+    # -- cluster and topics -------------------------------------------------------------------------
+    def ping(self, timeout_s: float = 5.0) -> bool:
+        try:
+            md = self.client.list_topics(timeout=timeout_s)
+            return bool(md.brokers)
+        except KafkaException:
+            return False
+
+    def cluster_id(self) -> str | None:
+        return self.client.list_topics(timeout=self.timeout).cluster_id
+
+    def topics(self, include_internal: bool = False) -> dict[str, int]:
+        """Topic → partition count."""
+        md = self.client.list_topics(timeout=self.timeout)
+        return {t: len(m.partitions) for t, m in md.topics.items()
+                if include_internal or not t.startswith("__")}
+
+    def partitions(self, topics: Iterable[str]) -> list[TP]:
+        counts = self.topics(include_internal=True)
+        out = []
+        for t in topics:
+            if t not in counts:
+                raise KafkaAdminError(f"Topic {t!r} does not exist on {self.bootstrap}")
+            out += [TP(t, p) for p in range(counts[t])]
+        return out
+
+    def create_topics(self, specs: Mapping[str, int], replication_factor: int = 1,
+                      configs: Mapping[str, str] | None = None) -> list[str]:
+        """Create missing topics (name → partitions). Returns those created; existing ones are left alone."""
+        existing = self.topics(include_internal=True)
+        new = [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=dict(configs or {}))
+               for t, n in specs.items() if t not in existing]
+        if not new:
+            return []
+        futures = self.client.create_topics(new, request_timeout=self.timeout)
+        created = []
+        for t, fut in futures.items():
+            try:
+                fut.result()
+                created.append(t)
+            except KafkaException as exc:
+                if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                    raise KafkaAdminError(f"Could not create topic {t}: {exc.args[0].str()}") from exc
+        self._wait_leaders(list(specs))
+        return created
+
+    def _wait_leaders(self, topics: list[str], timeout_s: float = 30.0) -> None:
+        """A topic just created is usable once every partition has a leader the metadata shows."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            md = self.client.list_topics(timeout=self.timeout)
+            pending = [t for t in topics if t not in md.topics or md.topics[t].error is not None
+                       or any(p.leader < 0 for p in md.topics[t].partitions.values())]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaAdminError(f"Topics {pending} have no leader after {timeout_s:.0f}s on {self.bootstrap}")
+            time.sleep(0.1)
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        if not resources:
+            return {}
+        futures = self.client.describe_configs(resources, request_timeout=self.timeout)
+        return {res.name: {k: v.value for k, v in fut.result().items()} for res, fut in futures.items()}
+
+    # -- offsets ------------------------------------------------------------------------------------
+    def _list_offsets(self, tps: list[TP], spec: OffsetSpec, isolation: IsolationLevel) -> dict[TP, int]:
+        if not tps:
+            return {}
+        req = {TopicPartition(tp.topic, tp.partition): spec for tp in tps}
+
+        def attempt() -> dict[TP, int]:
+            futures = self.client.list_offsets(req, isolation_level=isolation, request_timeout=self.timeout)
+            return {TP(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+
+        return self._retrying(attempt, "list offsets")
+
+    def _retrying(self, fn: Any, what: str, deadline_s: float = 15.0) -> Any:
+        """Repeat `fn` while the broker answers a retriable error (leader moving, metadata not yet there)."""
+        deadline = time.monotonic() + deadline_s
+        delay = 0.1
+        while True:
+            try:
+                return fn()
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not (err.retriable() or err.name() in _TRANSIENT) or time.monotonic() > deadline:
+                    raise KafkaAdminError(f"{what} on {self.bootstrap} failed: {err.str()}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def watermarks(self, tps: Iterable[TP], with_lso: bool = False) -> dict[TP, Watermarks]:
+        """Low and high watermarks (and last stable offsets) for many partitions, in one batch each."""
+        tps = list(tps)
+        low = self._list_offsets(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
+        high = self._list_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+        lso = self._list_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED) if with_lso else {}
+        return {tp: Watermarks(low=low[tp], high=high[tp], lso=lso.get(tp)) for tp in tps}
+
+    def high_watermarks(self, tps: Iterable[TP]) -> dict[TP, int]:
+        return self._list_offsets(list(tps), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+
+    # -- groups -------------------------------------------------------------------------------------
+    def list_groups(self) -> dict[str, str]:
+        """Group id → state for every group the cluster knows."""
+        result = self.client.list_consumer_groups(request_timeout=self.timeout).result()
+        return {g.group_id: _state_name(g.state) for g in result.valid}
+
+    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupInfo]:
+        groups = list(groups)
+        if not groups:
+            return {}
+
+        def attempt() -> dict[str, GroupInfo]:
+            futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout)
+            out = {}
+            for g, fut in futures.items():
+                try:
+                    d = fut.result()
+                except KafkaException as exc:
+                    if exc.args[0].name() == "GROUP_ID_NOT_FOUND":
+                        out[g] = GroupInfo(group=g, state="UNKNOWN_ABSENT")
+                        continue
+                    raise
+                out[g] = GroupInfo(group=g, state=_state_name(d.state), members=len(d.members),
+                                   member_hosts=[m.host for m in d.members])
+            return out
+
+        return self._retrying(attempt, "describe consumer groups")
+
+    def committed_offsets(self, groups: Iterable[str]) -> dict[str, dict[TP, int]]:
+        """Committed offsets of many groups: all requests in flight together."""
+        groups = list(groups)
+
+        def attempt() -> dict[str, dict[TP, int]]:
+            futures: dict[str, Future] = {}
+            for g in groups:
+                futures.update(self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
+                                                                       request_timeout=self.timeout))
+            out: dict[str, dict[TP, int]] = {}
+            for g, fut in futures.items():
+                res = fut.result()
+                out[g] = {TP(tp.topic, tp.partition): tp.offset
+                          for tp in res.topic_partitions or [] if tp.offset >= 0}
+            return out
+
+        return self._retrying(attempt, "list consumer group offsets") if groups else {}
+
+    def alter_group_offsets(self, offsets: Mapping[str, Mapping[TP, int]],
+                            require_inactive: bool = True) -> dict[str, dict[TP, str]]:
+        """Write committed offsets. Refuses (before writing anything) groups that are not EMPTY/absent.
+
+        Returns group → partition → "OK" or the broker's error for that partition.
+        """
+        offsets = {g: tps for g, tps in offsets.items() if tps}
+        if require_inactive:
+            info = self.describe_groups(offsets.keys())
+            active = {g: i for g, i in info.items() if not i.inactive}
+            if active:
+                raise GroupActive(active)
+
+        def attempt() -> dict[str, dict[TP, str]]:
+            futures: dict[str, Future] = {}
+            for g, tps in offsets.items():
+                req = ConsumerGroupTopicPartitions(g, [TopicPartition(tp.topic, tp.partition, off)
+                                                       for tp, off in sorted(tps.items())])
+                futures.update(self.client.alter_consumer_group_offsets([req], request_timeout=self.timeout))
+            out: dict[str, dict[TP, str]] = {}
+            for g, fut in futures.items():
+                res = fut.result()
+                out[g] = {TP(tp.topic, tp.partition): (tp.error.str() if tp.error else "OK")
+                          for tp in res.topic_partitions}
+            return out
+
+        return self._retrying(attempt, "alter consumer group offsets")
+
+    def delete_groups(self, groups: Iterable[str]) -> None:
+        groups = list(groups)
+        if not groups:
+            return
+        for g, fut in self.client.delete_consumer_groups(groups, request_timeout=self.timeout).items():
+            try:
+                fut.result()
+            except KafkaException as exc:
+                if exc.args[0].name() not in ("GROUP_ID_NOT_FOUND",):
+                    raise

@@ -1,0 +1,156 @@
+"""The topology file: clusters, Connect clusters, MM2 flows and the consumer groups mirrorbook manages.
+
+Everything else (DAG forms, runbooks, the health check, the flows API) reads it. Kafka clusters and
+Connect clusters point to Airflow connection ids; `bootstrap_servers`/`url` let the CLI and tests work
+without Airflow (and are what devstack writes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mirrorbook.errors import MirrorbookError
+
+CONNECTOR_CLASSES = {
+    "source": "MirrorSourceConnector",
+    "checkpoint": "MirrorCheckpointConnector",
+    "heartbeat": "MirrorHeartbeatConnector",
+}
+ConnectorRole = Literal["source", "checkpoint", "heartbeat"]
+
+
+class UnknownFlow(MirrorbookError):
+    pass
+
+
+class TopologyError(MirrorbookError):
+    pass
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KafkaClusterSpec(_Strict):
+    connection_id: str
+    bootstrap_servers: str | None = None
+
+
+class ConnectClusterSpec(_Strict):
+    connection_id: str
+    url: str | None = None
+
+
+class ConnectorNames(_Strict):
+    source: str
+    checkpoint: str
+    heartbeat: str
+
+    def by_role(self, role: str) -> str:
+        return getattr(self, role)
+
+    def items(self) -> list[tuple[str, str]]:
+        return [(role, getattr(self, role)) for role in CONNECTOR_CLASSES]
+
+
+class FlowSpec(_Strict):
+    source: str
+    target: str
+    connect_cluster: str
+    connectors: ConnectorNames | None = None
+    replication_policy: Literal["default", "identity"] = "default"
+    separator: str = "."
+    groups: str | None = Field(default=None, description="managed consumer groups (regex); default: topology.groups")
+
+    @model_validator(mode="after")
+    def _default_connector_names(self) -> "FlowSpec":
+        if self.connectors is None:
+            prefix = f"{self.source}->{self.target}"
+            self.connectors = ConnectorNames(**{role: f"{prefix}.{cls}" for role, cls in CONNECTOR_CLASSES.items()})
+        return self
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def connector(self, role: str) -> str:
+        assert self.connectors is not None
+        return self.connectors.by_role(role)
+
+
+class Topology(_Strict):
+    clusters: dict[str, KafkaClusterSpec]
+    connect_clusters: dict[str, ConnectClusterSpec]
+    flows: list[FlowSpec]
+    groups: str = Field(default=".*", description="consumer groups managed by failover/failback (regex)")
+
+    @field_validator("groups")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        re.compile(v)
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> "Topology":
+        seen: set[str] = set()
+        for f in self.flows:
+            for alias in (f.source, f.target):
+                if alias not in self.clusters:
+                    raise ValueError(f"flow {f.name}: cluster {alias!r} is not in clusters {sorted(self.clusters)}")
+            if f.connect_cluster not in self.connect_clusters:
+                raise ValueError(f"flow {f.name}: connect cluster {f.connect_cluster!r} is not in "
+                                 f"connect_clusters {sorted(self.connect_clusters)}")
+            if f.name in seen:
+                raise ValueError(f"flow {f.name} is defined twice")
+            seen.add(f.name)
+        return self
+
+    def flow_names(self) -> list[str]:
+        return [f.name for f in self.flows]
+
+    def flow(self, name: str) -> FlowSpec:
+        for f in self.flows:
+            if f.name == name:
+                return f
+        raise UnknownFlow(f"Unknown flow {name!r}; the topology defines: {', '.join(self.flow_names()) or 'none'}",
+                          "pick one of those, or add the flow to the topology file")
+
+    def reverse_of(self, flow: FlowSpec) -> FlowSpec | None:
+        for f in self.flows:
+            if f.source == flow.target and f.target == flow.source:
+                return f
+        return None
+
+    def managed_groups(self, flow: FlowSpec) -> str:
+        return flow.groups or self.groups
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def default_path() -> Path:
+    env = os.environ.get("MIRRORBOOK_TOPOLOGY")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[1] / "topology.yaml"
+
+
+def load_topology(path: str | Path | None = None) -> Topology:
+    p = Path(path) if path else default_path()
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise TopologyError(f"Topology file {p} does not exist",
+                            "set MIRRORBOOK_TOPOLOGY to your topology file (`mirrorbook devstack up` writes one)")
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"Topology file {p} is not valid YAML: {exc}")
+    try:
+        return Topology.model_validate(data)
+    except ValueError as exc:
+        raise TopologyError(f"Topology file {p} is invalid: {exc}")

@@ -28,7 +28,8 @@ CENTRAL = "https://repo.maven.apache.org/maven2"
 # Signs in mvn's output that the repository could not be reached at all.
 _NETWORK_SIGNS = re.compile(
     r"UnknownHost|Connection refused|Network is unreachable|Connect timed out|"
-    r"No route to host|Could not transfer|transfer failed|connect to .* failed|Temporary failure in name resolution",
+    r"No route to host|Could not transfer|transfer failed|connect to .* failed|Temporary failure in name resolution|"
+    r"No plugin found for prefix",  # the dependency plugin itself could not be downloaded
     re.IGNORECASE,
 )
 

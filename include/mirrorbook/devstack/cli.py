@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 from mirrorbook.devstack import versions
-from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
 
@@ -96,9 +95,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_up(args: argparse.Namespace) -> int:
     stack = DevStack(args.run_dir)
     overrides = _overrides(args)
-    settings = StackSettings(reverse=bool(args.reverse), mm2=Mm2Settings(**overrides.get("mm2", {})))
     t0 = time.monotonic()
-    result = stack.up(settings, port_base=args.port_base, overrides=overrides, timeout_s=args.timeout)
+    result = stack.up(port_base=args.port_base, overrides=overrides, timeout_s=args.timeout)
     status = stack.status()
     if result["already_running"]:
         print(f"devstack already running in {stack.run_dir} (nothing to do)")

@@ -153,30 +153,37 @@ class DevStack:
     # -- up -----------------------------------------------------------------------------------------
     def up(self, settings: config.StackSettings | None = None, *, port_base: int | None = None,
            overrides: dict[str, Any] | None = None, timeout_s: float = 180.0) -> dict[str, Any]:
-        """Reconcile to a running stack. Returns what was started (empty on a running stack)."""
+        """Reconcile to a running stack. Returns what was started (empty on a running stack).
+
+        `settings` replaces the stored settings; `overrides` (only options given explicitly) are merged
+        into them. Ports, cluster ids and data of an existing stack are kept.
+        """
         java = find_java()
         state = self.load()
         fresh = state is None
         if fresh:
             state = self._allocate(settings or config.StackSettings(), port_base)
-        elif overrides:
+        elif settings is not None:
+            state.settings = settings
+        if overrides:
             state = self._apply_overrides(state, overrides)
         libs = artifacts.kafka_libs()
         cp = f"{libs}/*"
-        started: list[str] = []
+        started: list[str] = []  # filled as processes start, so a failure can stop exactly those
         try:
             self._ensure_workers_declared(state)
             self._save(state)
             if fresh:
                 self._format(java, cp, state)
-            started += self._start_brokers(java, cp, state, timeout_s)
+            self._start_brokers(java, cp, state, timeout_s, started)
             self._seed_sources(state)
-            started += self._start_workers(java, cp, state, timeout_s)
+            self._start_workers(java, cp, state, timeout_s, started)
             changed = self._ensure_connectors(state)
             self._wait_connectors(state, timeout_s)
         except Exception:
-            if fresh:
-                self._stop_records([r for n, r in state.processes().items() if n in started])
+            for name, rec in state.processes().items():
+                if name in started:
+                    rec.stop()
             raise
         self._write_topology(state)
         self._save(state)
@@ -247,8 +254,7 @@ class DevStack:
         with ThreadPoolExecutor(len(state.brokers)) as pool:
             list(pool.map(fmt, state.brokers.values()))
 
-    def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float) -> list[str]:
-        started = []
+    def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str]) -> None:
         for broker in state.brokers.values():
             if broker.process and broker.process.alive():
                 continue
@@ -264,7 +270,6 @@ class DevStack:
         for broker in state.brokers.values():
             if f"broker-{broker.alias}" in started:
                 self._wait_broker(broker, timeout_s)
-        return started
 
     def _wait_broker(self, broker: BrokerState, timeout_s: float) -> None:
         from mirrorbook.kafka.admin import KafkaAdmin
@@ -296,8 +301,7 @@ class DevStack:
         path.write_text(config.render_properties(props))
         return path
 
-    def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float) -> list[str]:
-        started = []
+    def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str]) -> None:
         for worker in state.workers.values():
             if worker.process and worker.process.alive():
                 continue
@@ -311,7 +315,6 @@ class DevStack:
         for worker in state.workers.values():
             if f"connect-{worker.alias}" in started:
                 self._wait_worker(worker, timeout_s)
-        return started
 
     def _wait_worker(self, worker: WorkerState, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -419,10 +422,6 @@ class DevStack:
         if purge and self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         return stopped
-
-    def _stop_records(self, records: list[ProcessRecord]) -> None:
-        for rec in records:
-            rec.stop()
 
     def stop_cluster(self, alias: str, kill: bool = False) -> bool:
         state = self.require()

@@ -1,0 +1,95 @@
+"""Reading partitions between two offsets without a consumer group (assign, never subscribe/commit).
+
+Used for MM2's internal topics (read to their end), for precise translation windows, and by tests
+that prove what a consumer would see.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Iterator, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.kafka.config import client_config
+from mirrorbook.kafka.types import TP
+
+
+class ReadTimeout(MirrorbookError):
+    pass
+
+
+def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
+    return Consumer(client_config(config, **{
+        "group.id": f"mirrorbook-reader-{uuid.uuid4().hex[:8]}",  # required by librdkafka; never committed
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": False,
+        "fetch.max.bytes": 16 * 1024 * 1024,
+        "queued.max.messages.kbytes": 65536,
+        **extra,
+    }))
+
+
+def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, int]], *,
+                timeout_s: float = 60.0, batch: int = 5000) -> Iterator[Message]:
+    """Yield every record with start <= offset < end for each partition, in offset order per partition.
+
+    Offsets missing from a partition (compaction, transaction markers) are simply not yielded; the
+    read ends per partition once a record at or past `end - 1` was seen or the position reaches `end`.
+    """
+    pending = {tp: (s, e) for tp, (s, e) in ranges.items() if e > s}
+    if not pending:
+        return
+    consumer = _consumer(config)
+    try:
+        consumer.assign([TopicPartition(tp.topic, tp.partition, max(s, 0)) for tp, (s, _) in pending.items()])
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            msgs = consumer.consume(num_messages=batch, timeout=0.5)
+            for m in msgs:
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise MirrorbookError(f"reading {m.topic()}-{m.partition()}: {m.error().str()}")
+                tp = TP(m.topic(), m.partition())
+                rng = pending.get(tp)
+                if rng is None:
+                    continue
+                if m.offset() < rng[1]:
+                    yield m
+                if m.offset() >= rng[1] - 1:
+                    pending.pop(tp, None)
+                    consumer.pause([TopicPartition(tp.topic, tp.partition)])
+            if msgs:
+                deadline = time.monotonic() + timeout_s
+                continue
+            # No records: partitions whose position already reached `end` (gaps at the tail) are done.
+            positions = consumer.position([TopicPartition(tp.topic, tp.partition) for tp in pending])
+            for p in positions:
+                tp = TP(p.topic, p.partition)
+                if p.offset >= 0 and p.offset >= pending[tp][1]:
+                    pending.pop(tp, None)
+            if pending and time.monotonic() > deadline:
+                raise ReadTimeout(f"timed out reading {', '.join(str(tp) for tp in pending)} "
+                                  f"(no record for {timeout_s:.0f}s)")
+    finally:
+        consumer.close()
+
+
+def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: float = 60.0,
+                from_offsets: Mapping[TP, int] | None = None) -> Iterator[Message]:
+    """Yield every record from the beginning (or `from_offsets`) up to the high watermark seen at call time."""
+    from mirrorbook.kafka.admin import KafkaAdmin
+
+    admin = KafkaAdmin(config)
+    marks = admin.watermarks(tps)
+    start = from_offsets or {}
+    ranges = {tp: (max(start.get(tp, w.low), w.low), w.high) for tp, w in marks.items()}
+    yield from read_ranges(config, ranges, timeout_s=timeout_s)
+
+
+__all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING"]

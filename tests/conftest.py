@@ -1,0 +1,85 @@
+"""Session-wide fixtures: one real devstack (Kafka A and B, Connect + MM2 both ways) per test session.
+
+Set MIRRORBOOK_TEST_RUN_DIR to reuse a stack across pytest runs while developing (it is then left
+running at the end); otherwise a fresh stack on free ports is started and purged at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from mirrorbook.devstack.config import Mm2Settings, StackSettings
+from mirrorbook.devstack.stack import DevStack, StackState
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.topology import Topology
+
+TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2,
+                       heartbeat_interval_s=1, offset_lag_max=100)
+
+
+def test_settings() -> StackSettings:
+    return StackSettings(reverse=True, mm2=TEST_MM2)
+
+
+@pytest.fixture(scope="session")
+def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    reuse = os.environ.get("MIRRORBOOK_TEST_RUN_DIR")
+    run_dir = Path(reuse) if reuse else tmp_path_factory.mktemp("devstack")
+    stack = DevStack(run_dir)
+    stack.up(test_settings())
+    yield stack
+    if not reuse:
+        stack.down(purge=True)
+
+
+@pytest.fixture(scope="session")
+def stack_state(devstack: DevStack) -> StackState:
+    return devstack.require()
+
+
+@pytest.fixture(scope="session")
+def topology(devstack: DevStack) -> Topology:
+    return devstack.require().topology()
+
+
+@pytest.fixture(scope="session")
+def bootstrap_a(stack_state: StackState) -> str:
+    return stack_state.brokers["A"].bootstrap
+
+
+@pytest.fixture(scope="session")
+def bootstrap_b(stack_state: StackState) -> str:
+    return stack_state.brokers["B"].bootstrap
+
+
+@pytest.fixture(scope="session")
+def admin_a(bootstrap_a: str) -> KafkaAdmin:
+    return KafkaAdmin(bootstrap_a)
+
+
+@pytest.fixture(scope="session")
+def admin_b(bootstrap_b: str) -> KafkaAdmin:
+    return KafkaAdmin(bootstrap_b)
+
+
+@pytest.fixture(scope="session")
+def connect_b_url(stack_state: StackState) -> str:
+    return stack_state.workers["B"].url
+
+
+@pytest.fixture(scope="session")
+def connect_a_url(stack_state: StackState) -> str:
+    return stack_state.workers["A"].url
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> str:
+    """A short name unique to this test, for its own topics and groups on the shared stack."""
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:30]
+    return f"{base}-{uuid.uuid4().hex[:6]}"

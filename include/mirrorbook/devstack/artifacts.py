@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Mapping, Sequence
 from xml.sax.saxutils import escape
 
 from mirrorbook.devstack import versions
@@ -34,13 +35,20 @@ _NETWORK_SIGNS = re.compile(
 )
 
 
-def _pom(coords: list[str]) -> str:
+def _ga(group: str, artifact: str) -> str:
+    return f"<groupId>{escape(group)}</groupId><artifactId>{escape(artifact)}</artifactId>"
+
+
+def _pom(coords: list[str], exclusions: Mapping[str, Sequence[str]] | None = None) -> str:
+    """`exclusions` maps a listed dependency's group:artifact to the group:artifacts to drop from its closure."""
     deps = []
     for c in coords:
         group, artifact, version = c.split(":")
+        excluded = "".join(f"<exclusion>{_ga(*e.split(':'))}</exclusion>"
+                           for e in (exclusions or {}).get(f"{group}:{artifact}", ()))
         deps.append(
-            f"    <dependency><groupId>{escape(group)}</groupId><artifactId>{escape(artifact)}</artifactId>"
-            f"<version>{escape(version)}</version></dependency>"
+            f"    <dependency>{_ga(group, artifact)}<version>{escape(version)}</version>"
+            + (f"<exclusions>{excluded}</exclusions>" if excluded else "") + "</dependency>"
         )
     return (
         '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
@@ -59,10 +67,15 @@ def _settings(repo_url: str) -> str:
     )
 
 
-def resolve(coords: list[str], name: str, *, root: Path | None = None) -> Path:
-    """Return a directory holding the jars for `coords` (and their runtime closure), fetching once."""
+def resolve(coords: list[str], name: str, *, root: Path | None = None,
+            exclusions: Mapping[str, Sequence[str]] | None = None) -> Path:
+    """Return a directory holding the jars for `coords` (and their runtime closure), fetching once.
+
+    `exclusions` (group:artifact → [group:artifact]) prunes a dependency's closure, for POMs that
+    name artifacts which are unpublished or already provided by the runtime.
+    """
     dest = (root or cache_dir()) / name / "libs"
-    wanted = "\n".join(sorted(coords))
+    wanted = "\n".join(sorted(coords) + [f"{k} -{e}" for k, v in sorted((exclusions or {}).items()) for e in v])
     marker = dest / MARKER
     if marker.is_file() and marker.read_text() == wanted:
         return dest
@@ -71,7 +84,7 @@ def resolve(coords: list[str], name: str, *, root: Path | None = None) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mvn-", dir=dest.parent) as tmp:
         work = Path(tmp)
-        (work / "pom.xml").write_text(_pom(coords))
+        (work / "pom.xml").write_text(_pom(coords, exclusions))
         out_dir = work / "libs"
         cmd = [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
                f"-DoutputDirectory={out_dir}", "-DincludeScope=runtime"]
@@ -112,4 +125,6 @@ def kafka_libs(root: Path | None = None) -> Path:
 
 
 def spark_kafka_libs(root: Path | None = None) -> Path:
-    return resolve(versions.spark_kafka_coordinates(), f"spark-sql-kafka-{versions.SPARK_KAFKA_VERSION}", root=root)
+    """Spark's Kafka source for Spark 4.x, resolved around the gaps in Maven Central (see versions.py)."""
+    return resolve(versions.spark_kafka_coordinates(), f"spark-sql-kafka-{versions.SPARK_KAFKA_VERSION}", root=root,
+                   exclusions=versions.spark_kafka_exclusions())

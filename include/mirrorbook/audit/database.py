@@ -1,0 +1,142 @@
+"""Where the audit lives and how writers take turns.
+
+Every write transaction is serialized database-wide — SQLite: `BEGIN IMMEDIATE` (WAL, busy timeout);
+PostgreSQL: a transaction-level advisory lock — because Airflow runs tasks in separate processes and
+each append must read and move the one chain head. Reads never block writers.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.pool import NullPool, StaticPool
+
+from mirrorbook.audit.errors import AuditConfigError, AuditUnavailable
+from mirrorbook.audit.redaction import redact_text
+
+ENV_URL = "MIRRORBOOK_AUDIT_URL"
+BUSY_TIMEOUT_S = 30
+# pg_advisory_xact_lock key shared by every mirrorbook audit writer ("mbaudit" in ASCII).
+PG_WRITE_LOCK_KEY = 0x6D6261756469_74
+SUPPORTED = ("sqlite", "postgresql")
+
+
+def default_url() -> str:
+    """`$MIRRORBOOK_AUDIT_URL`, else the SQLite file `$AIRFLOW_HOME/mirrorbook/audit.db`."""
+    env = os.environ.get(ENV_URL)
+    if env:
+        return env
+    airflow_home = Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")
+    return f"sqlite:///{airflow_home / 'mirrorbook' / 'audit.db'}"
+
+
+def normalize_url(url: str) -> str:
+    """A plain filesystem path means a SQLite file; anything else must be a SQLAlchemy URL."""
+    return url if "://" in url else f"sqlite:///{Path(url).expanduser().absolute()}"
+
+
+class Database:
+    """One engine per process (re-created after fork), with serialized write and plain read transactions."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError as exc:
+            raise AuditConfigError(f"audit URL {url!r} is not a database URL: {exc}",
+                                   "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB") from None
+        self.backend = parsed.get_backend_name()
+        if self.backend not in SUPPORTED:
+            raise AuditConfigError(f"audit backend {self.backend!r} is not supported (only {', '.join(SUPPORTED)})",
+                                   "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB")
+        self.display_url = parsed.render_as_string(hide_password=True)
+        self._sqlite_file = self.backend == "sqlite" and parsed.database not in (None, "", ":memory:")
+        if self._sqlite_file:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)  # type: ignore[arg-type]
+        self._pid = os.getpid()
+        self._engine = self._create_engine()
+
+    def _create_engine(self) -> Engine:
+        try:
+            if self.backend == "sqlite":
+                return self._sqlite_engine()
+            return create_engine(self.url, pool_pre_ping=True)
+        except (NoSuchModuleError, ImportError) as exc:
+            raise AuditConfigError(f"no database driver for {self.display_url}: {exc}",
+                                   "install the driver (psycopg2-binary for PostgreSQL)") from None
+
+    def _sqlite_engine(self) -> Engine:
+        pool = NullPool if self._sqlite_file else StaticPool  # in-memory: one connection or the data is gone
+        engine = create_engine(self.url, poolclass=pool,
+                               connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (pysqlite's would be DEFERRED)
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            if self._sqlite_file:
+                cur.execute("PRAGMA journal_mode = WAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("mirrorbook_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+
+    @property
+    def engine(self) -> Engine:
+        if os.getpid() != self._pid:  # forked: never share the parent's pooled connections
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        return self._engine
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A transaction that holds the database-wide audit write lock until it commits."""
+        with self._errors(), self.engine.connect() as conn:
+            conn = conn.execution_options(mirrorbook_write=True)
+            with conn.begin():
+                if self.backend == "postgresql":
+                    conn.execute(text(f"SET LOCAL lock_timeout = '{BUSY_TIMEOUT_S}s'"))
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_WRITE_LOCK_KEY})
+                yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """One consistent snapshot for the whole transaction (a chain walk must not see half an append)."""
+        with self._errors(), self.engine.connect() as conn:
+            if self.backend == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OperationalError as exc:
+            raise AuditUnavailable(f"audit database {self.display_url}: {redact_text(str(exc.orig).strip())}",
+                                   f"check that it is reachable and not held locked (> {BUSY_TIMEOUT_S}s), "
+                                   f"or point {ENV_URL} elsewhere") from None
+
+    def upsert(self, conn: Connection, table: Table, values: Mapping[str, Any], keys: Sequence[str]) -> None:
+        """INSERT … ON CONFLICT (keys) DO UPDATE, in the dialect's own syntax."""
+        if self.backend == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(table).values(**values)
+        conn.execute(stmt.on_conflict_do_update(index_elements=list(keys),
+                                                set_={k: v for k, v in values.items() if k not in keys}))
+
+    def dispose(self) -> None:
+        self._engine.dispose()

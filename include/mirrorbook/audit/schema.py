@@ -1,0 +1,95 @@
+"""Tables (SQLAlchemy Core), created by the store itself. Timestamps are fixed-width UTC text and JSON
+is canonical text, so a row hashes the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import (BigInteger, Boolean, Column, Connection, Index, Integer, MetaData, String, Table, Text,
+                        func, select)
+
+from mirrorbook.audit.hashing import GENESIS_HASH
+
+metadata = MetaData()
+_Id = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements only INTEGER PRIMARY KEY
+_Time = String(27)
+_Hash = String(64)
+
+events = Table(
+    "audit_events", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # position in the chain, from 1
+    Column("event_id", String(64), nullable=False, unique=True),
+    Column("run_id", String(250)), Column("dag_id", String(250)), Column("task_id", String(250)),
+    Column("user", String(250)), Column("flow", String(250)),
+    Column("action", String(100), nullable=False), Column("kind", String(10), nullable=False),
+    Column("mutating", Boolean, nullable=False), Column("result", String(10), nullable=False),
+    Column("request", Text), Column("state_before", Text), Column("state_after", Text),
+    Column("error", Text), Column("started_at", _Time, nullable=False), Column("ended_at", _Time, nullable=False),
+    Column("snapshot_id", String(64)), Column("details", Text, nullable=False),
+    Column("prev_hash", _Hash, nullable=False), Column("hash", _Hash, nullable=False),
+    Index("ix_audit_events_run", "run_id"), Index("ix_audit_events_flow", "flow"),
+    Index("ix_audit_events_started", "started_at"),
+)
+JSON_EVENT_COLUMNS = ("request", "state_before", "state_after", "details")
+
+# One row (id 1): how many events were written and the last hash — updated with every append, so
+# deleting rows at the tail (which leaves a valid shorter chain) is still detected.
+head = Table(
+    "audit_head", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("count", BigInteger, nullable=False), Column("hash", _Hash, nullable=False),
+    Column("updated_at", _Time, nullable=False),
+)
+HEAD_ID = 1
+
+snapshots = Table(
+    "audit_snapshots", metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("snapshot_id", String(64), nullable=False, unique=True),
+    Column("kind", String(100), nullable=False), Column("flow", String(250)),
+    Column("subject", String(500), nullable=False), Column("run_id", String(250)), Column("note", Text),
+    Column("created_at", _Time, nullable=False),
+    Column("payload", Text, nullable=False), Column("payload_sha256", _Hash, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Index("ix_audit_snapshots_flow", "flow"), Index("ix_audit_snapshots_run", "run_id"),
+)
+
+flow_locks = Table(
+    "audit_flow_locks", metadata,
+    Column("flow", String(250), primary_key=True),
+    Column("run_id", String(250), nullable=False), Column("dag_id", String(250)), Column("user", String(250)),
+    Column("acquired_at", _Time, nullable=False),
+)
+
+run_progress = Table(
+    "audit_run_progress", metadata,
+    Column("run_id", String(250), primary_key=True), Column("key", String(250), primary_key=True),
+    Column("value", Text, nullable=False), Column("updated_at", _Time, nullable=False),
+)
+
+flow_metrics = Table(
+    "audit_metrics", metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("flow", String(250), nullable=False), Column("observed_at", _Time, nullable=False),
+    Column("metrics", Text, nullable=False),
+    Index("ix_audit_metrics_flow_time", "flow", "observed_at"),
+)
+
+artifacts = Table(
+    "audit_artifacts", metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("kind", String(100), nullable=False), Column("run_id", String(250)),
+    Column("path", Text, nullable=False), Column("summary", Text, nullable=False),
+    Column("created_at", _Time, nullable=False),
+    Index("ix_audit_artifacts_run", "run_id"),
+)
+
+
+def create_schema(conn: Connection, now: str) -> None:
+    """Create missing tables and the head row. Run inside a serialized write transaction (idempotent).
+
+    The head row is created only for an empty trail: a trail whose head was deleted must stay
+    detectably broken, not be silently re-based.
+    """
+    metadata.create_all(conn, checkfirst=True)
+    has_head = conn.execute(select(head.c.id).where(head.c.id == HEAD_ID)).first() is not None
+    if not has_head and conn.execute(select(func.count()).select_from(events)).scalar_one() == 0:
+        conn.execute(head.insert().values(id=HEAD_ID, count=0, hash=GENESIS_HASH, updated_at=now))

@@ -1,0 +1,209 @@
+"""AuditStore: the append-only audit trail every runbook step writes to, plus what runs need around it
+(snapshots for rollback, per-flow locks, resumable progress, metrics history, artifacts).
+
+Everything written is redacted by the store. Events form a SHA-256 hash chain; a head row holding the
+count and last hash is moved in the same transaction, so edits, deletions and tail truncation show up
+in `verify()`. Safe for many processes at once: writes are serialized by the database (see database.py).
+"""
+
+from __future__ import annotations
+
+import getpass
+from datetime import datetime
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import select
+
+from mirrorbook.audit import chain, history, locks, schema, snapshots
+from mirrorbook.audit.codec import format_time, utcnow
+from mirrorbook.audit.database import Database, default_url
+from mirrorbook.audit.errors import EventNotFound, FlowLocked
+from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, LockHolder, MetricsSample, Snapshot,
+                                     SnapshotInfo, VerifyResult)
+
+TAKEOVER_ATTEMPTS = 3
+
+
+class AuditStore:
+    """The audit store at `url` (a SQLAlchemy URL or a SQLite file path; None: `default_url()`)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self._db = Database(url or default_url())
+        with self._db.write() as conn:
+            schema.create_schema(conn, format_time(utcnow()))
+
+    @classmethod
+    def from_env(cls) -> "AuditStore":
+        """`$MIRRORBOOK_AUDIT_URL`, else the SQLite file `$AIRFLOW_HOME/mirrorbook/audit.db`."""
+        return cls(default_url())
+
+    @property
+    def url(self) -> str:
+        """The URL with its password hidden: the only form to print."""
+        return self._db.display_url
+
+    @property
+    def backend(self) -> str:
+        return self._db.backend
+
+    def close(self) -> None:
+        self._db.dispose()
+
+    # -- events ---------------------------------------------------------------------------------
+    def append(self, event: AuditEvent) -> AuditRecord:
+        """Redact, link to the chain head and store `event`; returns it as stored (with seq and hashes)."""
+        with self._db.write() as conn:
+            return chain.append(conn, event)
+
+    def record(self, **fields: Any) -> AuditRecord:
+        """`append(AuditEvent(**fields))`."""
+        return self.append(AuditEvent(**fields))
+
+    def iter_events(self, run_id: str | None = None, flow: str | None = None, action: str | None = None,
+                    mutating: bool | None = None, since: datetime | None = None, limit: int | None = None,
+                    newest_first: bool = False) -> Iterator[AuditRecord]:
+        """Events matching every given filter, in chain order (oldest first unless `newest_first`);
+        `limit` keeps the first N of that order; `since` compares `started_at`. Streams large trails."""
+        stmt = chain.query(run_id, flow, action, mutating, since, limit, newest_first)
+        with self._db.read() as conn:
+            for row in conn.execution_options(yield_per=chain.VERIFY_BATCH).execute(stmt):
+                yield chain.to_record(row)
+
+    def events(self, run_id: str | None = None, flow: str | None = None, action: str | None = None,
+               mutating: bool | None = None, since: datetime | None = None, limit: int | None = None,
+               newest_first: bool = False) -> list[AuditRecord]:
+        return list(self.iter_events(run_id, flow, action, mutating, since, limit, newest_first))
+
+    def get(self, event_id: str) -> AuditRecord:
+        with self._db.read() as conn:
+            row = conn.execute(select(schema.events).where(schema.events.c.event_id == event_id)).first()
+        if row is None:
+            raise EventNotFound(f"no audit event {event_id!r}", "list events with: mirrorbook audit list")
+        return chain.to_record(row)
+
+    def count_mutating(self, run_id: str) -> int:
+        """Mutating events of the run that changed (or may have changed) something: result ok or error.
+        Planned (dry run), noop and refused calls changed nothing and are not counted."""
+        with self._db.read() as conn:
+            return int(conn.execute(chain.count_changing(run_id)).scalar_one())
+
+    def verify(self) -> VerifyResult:
+        """Recompute the chain from genesis, compare with the head row, check snapshot digests."""
+        with self._db.read() as conn:
+            return chain.verify(conn)
+
+    # -- snapshots ------------------------------------------------------------------------------
+    def save_snapshot(self, kind: str, flow: str | None, subject: str, payload: dict[str, Any], *,
+                      run_id: str | None = None, note: str | None = None) -> str:
+        """Store what is about to be overwritten; returns its id ("snap-<ULID>") for the event that follows."""
+        with self._db.write() as conn:
+            return snapshots.save(conn, kind, flow, subject, payload, run_id, note)
+
+    def snapshot(self, snapshot_id: str) -> Snapshot:
+        """The snapshot with its payload, exactly as saved (after redaction); raises if it was altered."""
+        with self._db.read() as conn:
+            return snapshots.load(conn, snapshot_id)
+
+    def snapshots(self, flow: str | None = None, kind: str | None = None,
+                  run_id: str | None = None) -> list[SnapshotInfo]:
+        """Snapshot metadata, oldest first (payloads can be large: fetch one with `snapshot(id)`)."""
+        with self._db.read() as conn:
+            return [snapshots.info(r) for r in conn.execute(snapshots.listing(flow, kind, run_id))]
+
+    # -- per-flow locks -------------------------------------------------------------------------
+    def acquire_lock(self, flow: str, holder: LockHolder,
+                     is_stale: Callable[[LockHolder], bool] | None = None) -> LockHolder:
+        """Take the flow's lock for `holder.run_id`; returns the effective holder.
+
+        Re-entrant for the same run id (task retries keep the original holder). Held by another run:
+        `FlowLocked`, unless `is_stale(current)` says that run is gone — then the lock is taken over
+        and the takeover is audited. `is_stale` runs outside any transaction (it may call Airflow).
+        """
+        for _ in range(TAKEOVER_ATTEMPTS):
+            with self._db.write() as conn:
+                current = locks.holder(conn, flow)
+                if current is None:
+                    locks.insert(conn, flow, holder)
+                    return holder
+            if current.run_id == holder.run_id:
+                return current
+            if is_stale is None or not is_stale(current):
+                raise FlowLocked(flow, current)
+            with self._db.write() as conn:
+                if locks.replace(conn, flow, current, holder):
+                    chain.append(conn, _lock_event("lock.takeover", flow, current, holder, holder.user,
+                                                   "the previous holder was reported stale"))
+                    return holder
+        raise FlowLocked(flow, self.lock_holder(flow) or current)
+
+    def release_lock(self, flow: str, run_id: str) -> bool:
+        """Release the flow if `run_id` holds it. Idempotent; another run's lock is left alone (False)."""
+        with self._db.write() as conn:
+            return locks.delete(conn, flow, run_id)
+
+    def lock_holder(self, flow: str) -> LockHolder | None:
+        with self._db.read() as conn:
+            return locks.holder(conn, flow)
+
+    def force_unlock(self, flow: str, user: str | None = None) -> LockHolder | None:
+        """Remove any holder (an operator's decision, audited); returns who held it."""
+        operator = user or getpass.getuser()
+        with self._db.write() as conn:
+            current = locks.holder(conn, flow)
+            if current is None:
+                return None
+            locks.delete(conn, flow)
+            chain.append(conn, _lock_event("lock.force_unlock", flow, current, None, operator,
+                                           f"released by {operator}"))
+            return current
+
+    # -- run progress ---------------------------------------------------------------------------
+    def progress_get(self, run_id: str, key: str, default: Any = None) -> Any:
+        """What a run recorded under `key` (so a cleared task skips completed mutations), else `default`."""
+        with self._db.read() as conn:
+            found, value = history.progress_get(conn, run_id, key)
+        return value if found else default
+
+    def progress_set(self, run_id: str, key: str, value: Any) -> None:
+        with self._db.write() as conn:
+            self._db.upsert(conn, schema.run_progress, history.progress_values(run_id, key, value),
+                            ("run_id", "key"))
+
+    def progress(self, run_id: str) -> dict[str, Any]:
+        with self._db.read() as conn:
+            return history.progress_all(conn, run_id)
+
+    # -- metrics history ------------------------------------------------------------------------
+    def record_metrics(self, flow: str, observed_at: datetime, metrics: dict[str, Any]) -> MetricsSample:
+        with self._db.write() as conn:
+            return history.insert_metrics(conn, flow, observed_at, metrics)
+
+    def metrics(self, flow: str, since: datetime | None = None, until: datetime | None = None,
+                limit: int | None = None, newest_first: bool = True) -> list[MetricsSample]:
+        """Samples with since <= observed_at <= until, NEWEST FIRST by default (limit=1: the last known)."""
+        with self._db.read() as conn:
+            stmt = history.metrics_query(flow, since, until, limit, newest_first)
+            return [history.to_metrics(r) for r in conn.execute(stmt)]
+
+    def latest_metrics(self, flow: str) -> MetricsSample | None:
+        found = self.metrics(flow, limit=1)
+        return found[0] if found else None
+
+    # -- artifacts ------------------------------------------------------------------------------
+    def record_artifact(self, kind: str, run_id: str | None, path: str, summary: dict[str, Any]) -> Artifact:
+        with self._db.write() as conn:
+            return history.insert_artifact(conn, kind, run_id, path, summary)
+
+    def artifacts(self, kind: str | None = None, run_id: str | None = None) -> list[Artifact]:
+        """Oldest first."""
+        with self._db.read() as conn:
+            return [history.to_artifact(r) for r in conn.execute(history.artifacts_query(kind, run_id))]
+
+
+def _lock_event(action: str, flow: str, before: LockHolder, after: LockHolder | None, user: str | None,
+                reason: str) -> AuditEvent:
+    run = after or before
+    return AuditEvent(action=action, kind="step", result="ok", mutating=False, flow=flow, run_id=run.run_id,
+                      dag_id=run.dag_id, user=user, state_before={"holder": before.model_dump(mode="json")},
+                      state_after={"holder": after.model_dump(mode="json") if after else None},
+                      details={"reason": reason})

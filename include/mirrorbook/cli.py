@@ -10,12 +10,14 @@ from mirrorbook.errors import MirrorbookError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mirrorbook.audit import cli as audit_cli
     from mirrorbook.devstack import cli as devstack_cli
 
     parser = argparse.ArgumentParser(prog="mirrorbook", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     devstack_cli.register(sub)
+    audit_cli.register(sub)
     return parser
 
 

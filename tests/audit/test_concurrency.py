@@ -58,3 +58,14 @@ def test_exactly_one_process_gets_the_flow_lock(store: AuditStore, audit_url: st
     winners = [r for r in results if r is not None]
     assert len(winners) == 1
     assert store.lock_holder("A->B").run_id == f"run-{winners[0]}"
+
+
+def _first_use(url: str, worker: int, start: mp.synchronize.Event) -> None:
+    start.wait()
+    AuditStore(url).record(action="step.first", kind="step", result="ok", run_id=f"run-{worker}")
+
+
+def test_concurrent_first_use_creates_the_schema_once(audit_url: str) -> None:
+    _run(_first_use, audit_url)
+    result = AuditStore(audit_url).verify()
+    assert result.ok and result.checked == PROCESSES

@@ -17,7 +17,8 @@ def _dirty() -> dict:
         "sasl.jaas.config": JAAS,
         "consumer.override.sasl.jaas.config": JAAS,
         "ssl.truststore.password": SECRET,
-        "nested": [{"Authorization": f"Basic {SECRET}aGVsbG8="}, {"api-key": SECRET}, {"X-Auth-Token": SECRET}],
+        "nested": [{"Authorization": f"Basic {SECRET}aGVsbG8="}, {"api-key": SECRET}, {"X-Auth-Token": SECRET},
+                   {"basic.auth.user.info": f"u:{SECRET}"}, {"ssl.keystore.key": SECRET}],
         "log": f"GET with header Authorization: Bearer {SECRET}abcdef failed; jaas {JAAS}",
         "harmless": "http://connect:8083/connectors?expand=status",
     }

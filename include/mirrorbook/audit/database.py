@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
-from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.pool import QueuePool, StaticPool
 
 from mirrorbook.audit.errors import AuditConfigError, AuditUnavailable
 from mirrorbook.audit.redaction import redact_text
@@ -42,7 +42,7 @@ def normalize_url(url: str) -> str:
 
 
 class Database:
-    """One engine per process (re-created after fork), with serialized write and plain read transactions."""
+    """An engine whose pool is reset after fork, with serialized write and snapshot-consistent read transactions."""
 
     def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
@@ -72,7 +72,7 @@ class Database:
                                    "install the driver (psycopg2-binary for PostgreSQL)") from None
 
     def _sqlite_engine(self) -> Engine:
-        pool = NullPool if self._sqlite_file else StaticPool  # in-memory: one connection or the data is gone
+        pool = QueuePool if self._sqlite_file else StaticPool  # in-memory: one connection or the data is gone
         engine = create_engine(self.url, poolclass=pool,
                                connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
 

@@ -14,7 +14,8 @@ from mirrorbook.kafka.config import SECRET_KEYS
 
 MASK = "***"
 SECRET_KEY_MARKERS = tuple(dict.fromkeys(
-    (*SECRET_KEYS, "passwd", "authorization", "credential", "api_key", "apikey", "private_key", "privatekey")))
+    (*SECRET_KEYS, "passwd", "authorization", "credential", "api_key", "apikey", "private_key", "privatekey",
+     "private.key", "keystore.key", "auth.user.info")))
 
 _URL_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+):[^\s/]*@")
 _PAIR = re.compile(r"(?i)(?P<key>\b(?:password|passwd|secret|token|api[_-]?key)\b[\"']?\s*[=:]\s*)"

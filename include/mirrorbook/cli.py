@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     devstack_cli.register(sub)
+    __import__("mirrorbook.mm2.cli", fromlist=["register"]).register(sub)  # mirrorbook translate
     audit_cli.register(sub)
     return parser
 

@@ -1,0 +1,242 @@
+"""Offset translation against the real stack: MM2's checkpoints in one pass, and precise mode.
+
+Every claim is checked with the workload's sequence numbers (seq == the record's offset on A), so
+"no skip" and "re-reads" are measured on what a consumer on B actually reads, not on our arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Producer
+
+from mirrorbook import cli
+from mirrorbook.devstack.workload import GroupSpec, load, park_groups, record
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.reader import read_ranges
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.internal_topics import CheckpointLog, read_checkpoints, read_heartbeats
+from mirrorbook.mm2.precise import ALIGNED, NOT_PROVEN, UNIQUE, PreciseReport, translate_precise
+from mirrorbook.mm2.records import Checkpoint
+from mirrorbook.mm2.remote_cluster_utils import (checkpoint_topics, group_matcher, heartbeat_topics,
+                                                 replication_hops, translate_offsets, translate_offsets_all,
+                                                 upstream_clusters)
+from tests.conftest import TEST_MM2
+from tests.helpers import eventually, wait_mirrored
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 400
+PARTITIONS = 3
+# end-N for N < offset.lag.max: Kafka's own bound (MirrorConnectorsIntegrationBaseTest) applies.
+NEAR_END = ["end", "end-1", "end-7", "end-60", "end-99"]
+POSITIONS = NEAR_END + ["end-150", "end-333", "begin", "1", "101", "250", "none"]
+
+
+@dataclass
+class Scenario:
+    tag: str
+    topics: list[str]
+    groups: dict[str, str]                  # group → position
+    committed: dict[str, dict[TP, int]]     # on A
+    high_a: dict[TP, int]
+    high_b: dict[TP, int]                   # by target partition
+    checkpoints: CheckpointLog
+
+    @property
+    def regex(self) -> str:
+        return f"{self.tag}-g.*"
+
+    def target(self, tp: TP) -> TP:
+        return TP(f"A.{tp.topic}", tp.partition)
+
+
+def checkpoints_settled(bootstrap_b: str, regex: str, committed: dict[str, dict[TP, int]],
+                        high_a: dict[TP, int], high_b: dict[TP, int]) -> CheckpointLog | None:
+    """Every committed (group, partition) has a checkpoint for its current offset; groups at the end
+    have MM2's exact one (made after the sync of the last record)."""
+    log = read_checkpoints(bootstrap_b, "A", group_filter=group_matcher(regex))
+    for g, offsets in committed.items():
+        for tp, c in offsets.items():
+            cp = log.latest.get((g, f"A.{tp.topic}", tp.partition))
+            if cp is None or cp.upstream_offset != c:
+                return None
+            if c == high_a[tp] and cp.downstream_offset != high_b[TP(f"A.{tp.topic}", tp.partition)]:
+                return None
+    return log
+
+
+@pytest.fixture(scope="module")
+def scenario(devstack, bootstrap_a, bootstrap_b, admin_a, admin_b) -> Scenario:
+    tag = f"tr-{uuid.uuid4().hex[:6]}"
+    topics = [f"{tag}-t0", f"{tag}-t1"]
+    groups = {f"{tag}-g{i:02d}": pos for i, pos in enumerate(POSITIONS)}
+    load(bootstrap_a, topics, PARTITIONS, RECORDS, [GroupSpec(name=g, position=p) for g, p in groups.items()])
+    high_b: dict[TP, int] = {}
+    for t in topics:
+        high_b.update(wait_mirrored(admin_a, admin_b, t, f"A.{t}"))
+    committed = {g: offs for g, offs in admin_a.committed_offsets(groups).items() if offs}
+    high_a = admin_a.high_watermarks(admin_a.partitions(topics))
+    log = eventually(lambda: checkpoints_settled(bootstrap_b, f"{tag}-g.*", committed, high_a, high_b),
+                     timeout=90, what="checkpoints for every parked group")
+    return Scenario(tag, topics, groups, committed, high_a, high_b, log)
+
+
+def test_one_pass_equals_kafka_per_group_translation(scenario, bootstrap_b):
+    everything = translate_offsets_all(bootstrap_b, "A", scenario.regex)
+    assert len(everything) >= 10 and len(everything) == len(scenario.committed)
+    for group in scenario.groups:
+        assert translate_offsets(bootstrap_b, "A", group) == everything.get(group, {}), group
+    none_group = next(g for g, p in scenario.groups.items() if p == "none")
+    assert none_group not in everything and translate_offsets(bootstrap_b, "A", none_group) == {}
+    # Groups at the very beginning translate exactly (MM2 syncs the first record: 0 -> 0).
+    begin = next(g for g, p in scenario.groups.items() if p == "begin")
+    assert set(everything[begin].values()) == {0}
+
+
+def test_consumer_seeking_to_mm2_offsets_never_skips(scenario, bootstrap_b):
+    translated = translate_offsets_all(bootstrap_b, "A", scenario.regex)
+    for group, offsets in scenario.committed.items():
+        ranges = {scenario.target(tp): (translated[group][scenario.target(tp)], scenario.high_b[scenario.target(tp)])
+                  for tp in offsets}
+        seen: dict[TP, list[int]] = {tp: [] for tp in ranges}
+        for m in read_ranges(bootstrap_b, ranges):  # a consumer assigned at the translated offsets
+            seen[TP(m.topic(), m.partition())].append(json.loads(m.value())["seq"])
+        for tp, c in offsets.items():
+            seqs, high = seen[scenario.target(tp)], scenario.high_a[tp]
+            first = seqs[0] if seqs else high
+            # No skip: it reads every record from at most C on, in order, up to the end.
+            assert first <= c and seqs == list(range(first, high)), (group, tp)
+            if scenario.groups[group] in NEAR_END:
+                assert c - first <= TEST_MM2.offset_lag_max, (group, tp, c - first)
+
+
+def test_precise_on_a_drained_topic_re_reads_and_skips_nothing(scenario, bootstrap_a, bootstrap_b):
+    report = translate_precise(bootstrap_a, bootstrap_b, "A", "B", scenario.regex)
+    expected_rows = sum(len(o) for o in scenario.committed.values())
+    assert report.totals.partitions == expected_rows and report.totals.groups == len(scenario.committed)
+    assert report.totals.proven == expected_rows, [r.reason for r in report.rows if not r.proven]
+    assert (report.totals.precise_re_read, report.totals.precise_skip, report.totals.mm2_skip) == (0, 0, 0)
+    assert report.totals.mm2_re_read > 0  # MM2 is conservative; precise is what saves these
+    assert report.malformed_records == 0
+    # Prove it independently: the record at the precise offset on B is the one at C on A.
+    seq_at = {tp: {m.offset(): json.loads(m.value())["seq"] for m in read_ranges(bootstrap_b, {tp: (0, h)})}
+              for tp, h in scenario.high_b.items()}
+    for row in report.rows:
+        tp = row.target_tp
+        assert row.offset == row.precise_offset
+        if row.source_offset == scenario.high_a[TP(row.source_topic, row.partition)]:
+            assert row.precise_offset == scenario.high_b[tp]  # fully consumed: nothing left to read
+        else:
+            assert seq_at[tp][row.precise_offset] == row.source_offset, row
+        # MM2's re-read count agrees with the sequence numbers.
+        assert row.mm2_re_read == sum(1 for o in range(row.mm2_offset, row.precise_offset) if o in seq_at[tp])
+        assert row.mm2_offset == scenario.checkpoints.latest[(row.group, tp.topic, tp.partition)].downstream_offset
+
+
+def test_translate_cli_prints_both_modes(scenario, devstack, capsys):
+    topology = str(devstack.topology_path)
+    args = ["translate", "--flow", "A->B", "--groups", scenario.regex, "--topology", topology]
+
+    def run(*extra: str) -> str:
+        capsys.readouterr()
+        assert cli.main([*args, *extra]) == 0
+        return capsys.readouterr().out
+
+    mm2 = json.loads(run("--json"))
+    assert mm2["mode"] == "mm2" and mm2["groups"] == len(scenario.committed)
+    assert {(r["group"], r["topic"], r["partition"]): r["offset"] for r in mm2["rows"]} == \
+        {k: cp.downstream_offset for k, cp in scenario.checkpoints.latest.items()}
+    assert f"{len(scenario.committed)} groups" in run()
+    table = run("--mode", "precise")
+    assert "aligned" in table and "precise re-reads 0 and skips 0" in table
+    assert cli.main(["translate", "--flow", "A->C", "--topology", topology]) == 2
+    assert "Unknown flow 'A->C'" in capsys.readouterr().err
+    # The installed entry point, end to end, in JSON.
+    out = subprocess.run([sys.executable, "-m", "mirrorbook.cli", *args, "--mode", "precise", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    precise = PreciseReport.model_validate_json(out.stdout)
+    assert precise.totals.proven == precise.totals.partitions == sum(len(o) for o in scenario.committed.values())
+
+
+def test_precise_says_not_proven_when_content_is_ambiguous(devstack, bootstrap_a, bootstrap_b, admin_a, admin_b,
+                                                           unique):
+    """A stray copy of a future source record sits inside the window on B (as an MM2 re-send would).
+
+    Groups before the stray align; a group whose next record has a unique copy is proven by content;
+    the group whose next record has two identical copies in the window is NOT proven and keeps MM2's
+    offset; a fully consumed group is proven from the final sync.
+    """
+    topic, remote = f"amb-{unique}", f"A.amb-{unique}"
+    admin_a.create_topics({topic: 1})
+    base_ts = int(time.time() * 1000) - 10_000
+
+    def produce(config: str, tp_topic: str, seqs: range | list[int]) -> None:
+        p = Producer({"bootstrap.servers": config, "linger.ms": 5})
+        for seq in seqs:
+            key, value, headers = record(topic, 0, seq, "workload")
+            p.produce(tp_topic, key=key, value=value, headers=headers, partition=0, timestamp=base_ts + seq)
+        assert p.flush(30) == 0
+
+    produce(bootstrap_a, topic, range(0, 120))
+    wait_mirrored(admin_a, admin_b, topic, remote)
+    produce(bootstrap_b, remote, [130])  # the stray: identical to what A's record 130 will be
+    produce(bootstrap_a, topic, range(120, 200))
+    eventually(lambda: admin_b.high_watermarks([TP(remote, 0)])[TP(remote, 0)] == 201, timeout=60,
+               what="A's 200 records plus the stray on B")
+    groups = {f"{unique}-at{c}": c for c in (110, 125, 130, 200)}
+    park_groups(admin_a, [topic], [GroupSpec(name=g, position=str(c)) for g, c in groups.items()])
+    committed = {g: {TP(topic, 0): c} for g, c in groups.items()}
+    # Settled includes MM2's exact checkpoint for the fully consumed group (200 -> 201), made from the
+    # sync of A's last record, which precise mode anchors on too.
+    eventually(lambda: checkpoints_settled(bootstrap_b, f"{unique}-at.*", committed, {TP(topic, 0): 200},
+                                           {TP(remote, 0): 201}), timeout=90, what="checkpoints")
+
+    report = translate_precise(bootstrap_a, bootstrap_b, "A", "B", f"{unique}-at.*")
+    rows = {r.source_offset: r for r in report.rows}
+    assert (rows[110].proof, rows[110].precise_offset) == (ALIGNED, 110)
+    assert (rows[125].proof, rows[125].precise_offset) == (UNIQUE, 126)
+    assert rows[130].proof == NOT_PROVEN and "ambiguous: 2 records" in rows[130].reason
+    assert rows[130].precise_offset is None and rows[130].offset == rows[130].mm2_offset is not None
+    assert rows[130].mm2_re_read is None and rows[130].precise_re_read is None
+    assert rows[200].precise_offset == 201
+    assert report.totals.not_proven == 1 and report.totals.proven == 3
+    # Consumers at those offsets read exactly from their next record (seq == A's offset).
+    for c, row in rows.items():
+        if c in (110, 125):
+            first = next(read_ranges(bootstrap_b, {TP(remote, 0): (row.precise_offset, row.precise_offset + 1)}))
+            assert json.loads(first.value())["seq"] == c
+
+
+def test_remote_cluster_utils_and_readers_on_the_stack(devstack, bootstrap_a, bootstrap_b, admin_a, admin_b, unique):
+    assert replication_hops(admin_b, "A") == 1  # A's heartbeats arrive on B as A.heartbeats
+    assert replication_hops(admin_a, "B") == 1
+    assert replication_hops(admin_b, "nowhere") == -1
+    assert "A" in upstream_clusters(admin_b) and "A.heartbeats" in heartbeat_topics(bootstrap_b)
+    assert "A.checkpoints.internal" in checkpoint_topics(admin_b)
+    beats = read_heartbeats(bootstrap_b)
+    assert ("A", "B") in beats.latest() and beats.malformed == 0
+    assert time.time() * 1000 - beats.latest()[("A", "B")].timestamp_ms < 60_000
+
+    # Garbage in a checkpoints topic is skipped and counted; good records around it still count.
+    alias = f"Z{uuid.uuid4().hex[:6]}"
+    topic = f"{alias}.checkpoints.internal"
+    KafkaAdmin(bootstrap_b).create_topics({topic: 1})
+    good, newer = Checkpoint("g1", "Z.t", 0, 10, 9), Checkpoint("g1", "Z.t", 0, 20, 18)
+    p = Producer({"bootstrap.servers": bootstrap_b})
+    for key, value in [(good.key_bytes(), good.value_bytes()), (b"\x00\x05ab", good.value_bytes()),
+                       (newer.key_bytes(), newer.value_bytes()), (newer.key_bytes(), b"\x00\x07"),
+                       (newer.key_bytes(), None)]:
+        p.produce(topic, key=key, value=value)
+    assert p.flush(30) == 0
+    log = read_checkpoints(bootstrap_b, alias)
+    assert (log.records, log.malformed) == (5, 3)
+    assert translate_offsets(bootstrap_b, alias, "g1") == {TP("Z.t", 0): 18}
+    assert translate_offsets_all(bootstrap_b, alias, "g.*") == {"g1": {TP("Z.t", 0): 18}}

@@ -1,0 +1,219 @@
+"""Group-offset parity: are the committed offsets of consumer groups where a runbook step says they must be?
+
+Compares expected against actual committed offsets per (cluster, group, topic, partition) and
+classifies every row:
+
+  OK          actual == reference
+  RE-READ n   actual <  reference: the group will read n records again
+  SKIP n      actual >  reference: the group will never read n records
+  MISSING     an expected row has no committed offset
+  UNEXPECTED  a committed offset no expected row accounts for (only groups in scope: those with
+              an expected row on that cluster, or matching --scope-group-regex)
+
+reference = true_offset when known (the proven position of the record the group reads next),
+else expected_offset. With expected = offsets before a step and actual = offsets after it, the same
+job proves "offsets unchanged" (e.g. around a connector stop/resume).
+
+The job fails (exit 1) on any SKIP or MISSING, on RE-READ n > --max-reread (when given), on a
+committed offset outside the partition's [low, high] watermarks (when --watermarks is given: the
+consumer would be reset by auto.offset.reset), and on UNEXPECTED with --fail-unexpected.
+
+Inputs (Parquet; extra columns ignored, nullable columns may be absent):
+  --expected    cluster string, group string, topic string, partition int, expected_offset long,
+                true_offset long?, source_cluster string?, source_topic string?,
+                source_partition int?, source_committed long?
+  --actual      cluster string, group string, topic string, partition int, committed_offset long
+  --watermarks  cluster string, topic string, partition int, low long, high long   (optional)
+
+Outputs:
+  <output>/rows     every classified row (Parquet): the key, expected_offset, true_offset,
+                    reference_offset, reference_kind, committed_offset, low, high, status, n,
+                    classification, out_of_range, failed, reason, source_* columns
+  --summary         JSON: status, passed, counts per status, totals (records re-read / skipped),
+                    per-group figures, failing rows (label + reason), inputs and outputs
+
+Exit codes: 0 passed, 1 parity failed, 2 could not run. Needs only pyspark (ship parity_common.py
+with --py-files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import parity_common as pc
+
+APP = "group_parity"
+KEY = ["cluster", "group", "topic", "partition"]
+STATUS_ORDER = ["SKIP", "MISSING", "RE-READ", "UNEXPECTED", "OK"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = pc.base_parser(APP, __doc__)
+    parser.add_argument("--expected", required=True, help="Parquet snapshot of expected offsets")
+    parser.add_argument("--actual", required=True, help="Parquet snapshot of committed offsets")
+    parser.add_argument("--watermarks", help="Parquet snapshot of partition watermarks (optional)")
+    parser.add_argument("--max-reread", type=int, default=None,
+                        help="fail a row whose RE-READ n exceeds this (default: re-reads never fail)")
+    parser.add_argument("--fail-unexpected", action="store_true", help="fail on UNEXPECTED rows too")
+    parser.add_argument("--scope-group-regex", default=None,
+                        help="also treat groups matching this regex as in scope (for UNEXPECTED)")
+    args = parser.parse_args(argv)
+    if args.max_reread is not None and args.max_reread < 0:
+        parser.error("--max-reread must be >= 0")
+    return args
+
+
+def load_inputs(spark: SparkSession, args: argparse.Namespace) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    expected = pc.read_snapshot(spark, args.expected, pc.EXPECTED, "expected")
+    actual = pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual")
+    marks = pc.read_snapshot(spark, args.watermarks, pc.WATERMARKS, "watermarks") if args.watermarks else None
+    pc.validate(expected, KEY, KEY + ["expected_offset"], "expected")
+    pc.validate(actual, KEY, KEY + ["committed_offset"], "actual")
+    if marks is not None:
+        pc.validate(marks, ["cluster", "topic", "partition"], ["low", "high"], "watermarks")
+    return expected, actual, marks
+
+
+def in_scope(expected: DataFrame, actual: DataFrame, regex: str | None) -> DataFrame:
+    """Actual rows of groups the check is about; other groups on the cluster are none of its business."""
+    scoped = actual.join(expected.select("cluster", "group").distinct(), ["cluster", "group"], "left_semi")
+    if regex:
+        scoped = scoped.unionByName(actual.filter(F.col("group").rlike(regex))).distinct()
+    return scoped
+
+
+def status_col(has_expected: Column, committed: Column, reference: Column) -> Column:
+    return (F.when(~has_expected, F.lit("UNEXPECTED"))
+            .when(committed.isNull(), F.lit("MISSING"))
+            .when(committed == reference, F.lit("OK"))
+            .when(committed < reference, F.lit("RE-READ"))
+            .otherwise(F.lit("SKIP")))
+
+
+def failed_col(status: Column, n: Column, out_of_range: Column, max_reread: int | None,
+               fail_unexpected: bool) -> Column:
+    cond = status.isin("SKIP", "MISSING") | out_of_range
+    if max_reread is not None:
+        cond = cond | ((status == "RE-READ") & (n > F.lit(max_reread)))
+    if fail_unexpected:
+        cond = cond | (status == "UNEXPECTED")
+    return cond
+
+
+def reason_col(max_reread: int | None) -> Column:
+    """A sentence per failing row: what is wrong and the numbers that prove it."""
+    s, n = F.col("status"), F.col("n").cast("string")
+    ref = F.concat(F.col("reference_kind"), F.lit(" offset "), F.col("reference_offset").cast("string"))
+    committed = F.concat(F.lit("committed "), F.col("committed_offset").cast("string"))
+    base = (F.when(s == "SKIP", F.concat(F.lit("SKIP "), n, F.lit(" ("), committed, F.lit(", "), ref, F.lit(")")))
+            .when(s == "RE-READ", F.concat(F.lit("RE-READ "), n,
+                                           F.lit(f" > --max-reread {max_reread} (") if max_reread is not None
+                                           else F.lit(" ("), committed, F.lit(", "), ref, F.lit(")")))
+            .when(s == "MISSING", F.concat(F.lit("MISSING (no committed offset; "), ref, F.lit(")")))
+            .when(s == "UNEXPECTED", F.concat(F.lit("UNEXPECTED ("), committed, F.lit(", no expected row)")))
+            .otherwise(F.concat(F.lit("OK ("), committed, F.lit(")"))))
+    oor = F.when(F.col("out_of_range"), F.concat(F.lit("; committed offset outside the watermarks ["),
+                                                 F.col("low").cast("string"), F.lit(", "),
+                                                 F.col("high").cast("string"), F.lit("]"))).otherwise(F.lit(""))
+    return F.when(F.col("failed"), F.concat(base, oor))
+
+
+def classify(expected: DataFrame, actual: DataFrame, marks: DataFrame | None, args: argparse.Namespace) -> DataFrame:
+    exp = expected.withColumn("_has_expected", F.lit(True))
+    act = in_scope(expected, actual, args.scope_group_regex)
+    rows = exp.join(act, KEY, "full_outer")
+    if marks is not None:
+        rows = rows.join(marks, ["cluster", "topic", "partition"], "left")
+    else:
+        rows = rows.withColumn("low", F.lit(None).cast("long")).withColumn("high", F.lit(None).cast("long"))
+    has_expected = F.coalesce(F.col("_has_expected"), F.lit(False))
+    reference = F.coalesce(F.col("true_offset"), F.col("expected_offset"))
+    committed = F.col("committed_offset")
+    rows = (rows
+            .withColumn("reference_offset", reference)
+            .withColumn("reference_kind", F.when(F.col("true_offset").isNotNull(), F.lit("true"))
+                        .when(F.col("expected_offset").isNotNull(), F.lit("expected")))
+            .withColumn("status", status_col(has_expected, committed, reference))
+            .withColumn("n", F.when(F.col("status").isin("RE-READ", "SKIP"), F.abs(committed - reference))
+                        .otherwise(F.lit(0)).cast("long"))
+            .withColumn("classification", F.when(F.col("status").isin("RE-READ", "SKIP"),
+                                                 F.concat_ws(" ", F.col("status"), F.col("n").cast("string")))
+                        .otherwise(F.col("status")))
+            .withColumn("out_of_range", F.coalesce(committed.isNotNull() & F.col("low").isNotNull()
+                                                   & ((committed < F.col("low")) | (committed > F.col("high"))),
+                                                   F.lit(False))))
+    rows = rows.withColumn("failed", failed_col(F.col("status"), F.col("n"), F.col("out_of_range"),
+                                                args.max_reread, args.fail_unexpected))
+    rows = rows.withColumn("reason", reason_col(args.max_reread))
+    return rows.select(*KEY, "expected_offset", "true_offset", "reference_offset", "reference_kind",
+                       "committed_offset", "low", "high", "status", "n", "classification", "out_of_range",
+                       "failed", "reason", "source_cluster", "source_topic", "source_partition",
+                       "source_committed")
+
+
+def failure_entry(r: dict[str, Any]) -> dict[str, Any]:
+    return {"check": "group-offset", "label": f"{r['cluster']} group {r['group']} {pc.tp_label(r['topic'], r['partition'])}",
+            **r}
+
+
+def summarize(spark: SparkSession, path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Figures from the written result (read back: cheaper than caching the join)."""
+    res = spark.read.parquet(path)
+    is_ = lambda s: F.col("status") == s  # noqa: E731
+    figures = res.agg(
+        F.count(F.lit(1)).alias("rows"),
+        *[F.sum(is_(s).cast("long")).alias(s) for s in STATUS_ORDER],
+        F.sum(F.when(is_("RE-READ"), F.col("n")).otherwise(0)).alias("reread_records"),
+        F.sum(F.when(is_("SKIP"), F.col("n")).otherwise(0)).alias("skipped_records"),
+        F.sum(F.col("failed").cast("long")).alias("failures_total"),
+        F.countDistinct("cluster", "group").alias("groups_total"),
+    ).first().asDict()
+    figures = {k: int(v or 0) for k, v in figures.items()}
+    per_group = res.groupBy("cluster", "group").agg(
+        F.count(F.lit(1)).alias("partitions"),
+        *[F.sum(is_(s).cast("long")).alias(s.lower().replace("-", "")) for s in STATUS_ORDER],
+        F.sum(F.when(is_("RE-READ"), F.col("n")).otherwise(0)).alias("reread_records"),
+        F.sum(F.when(is_("SKIP"), F.col("n")).otherwise(0)).alias("skipped_records"),
+        F.max(F.col("failed")).alias("failed"))
+    groups = pc.rows_as_dicts(per_group.orderBy(F.desc("failed"), "cluster", "group").limit(args.max_listed).collect())
+    listed: list[dict[str, Any]] = []
+    if figures["failures_total"]:
+        order = F.array_position(F.array(*[F.lit(s) for s in STATUS_ORDER]), F.col("status"))
+        listed = pc.rows_as_dicts(res.filter("failed").orderBy(order, *KEY).limit(args.max_listed).collect())
+    return {
+        "passed": figures["failures_total"] == 0,
+        "counts": {s: figures[s] for s in STATUS_ORDER},
+        "totals": {k: figures[k] for k in ("rows", "reread_records", "skipped_records")},
+        "groups": groups,
+        "groups_total": figures["groups_total"],
+        "failures": [failure_entry(r) for r in listed],
+        "failures_total": figures["failures_total"],
+    }
+
+
+def body(args: argparse.Namespace):
+    def run(spark: SparkSession) -> dict[str, Any]:
+        expected, actual, marks = load_inputs(spark, args)
+        out = f"{args.output.rstrip('/')}/rows"
+        classify(expected, actual, marks, args).write.mode("overwrite").parquet(out)
+        result = summarize(spark, out, args)
+        result["inputs"] = {"expected": args.expected, "actual": args.actual, "watermarks": args.watermarks}
+        result["thresholds"] = {"max_reread": args.max_reread, "fail_unexpected": args.fail_unexpected,
+                                "scope_group_regex": args.scope_group_regex}
+        result["outputs"] = {"rows": out}
+        return result
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    return pc.run_app(APP, args, body(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

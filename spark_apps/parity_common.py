@@ -1,0 +1,211 @@
+"""Shared plumbing of mirrorbook's parity apps: input schemas, reading snapshots, the JSON summary, exit codes.
+
+Ship it next to the app with `spark-submit --py-files spark_apps/parity_common.py`. It imports only
+pyspark and the standard library, so the apps run on any Spark 4.x cluster.
+
+The schemas here are the contract with the collector (include/mirrorbook/parity/schemas.py holds the
+same schemas as pyarrow; a test keeps the two in step).
+
+Exit codes: 0 = every check passed, 1 = a parity check failed (rows named on stderr and in the
+summary), 2 = the job could not run (bad arguments, unreadable or malformed input, Spark error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable, Iterable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+SUMMARY_VERSION = 1
+EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+DEFAULT_LISTED = 200  # failing rows copied into the summary and stderr; all of them are in the Parquet output
+
+
+def _schema(*fields: tuple[str, Any, bool]) -> StructType:
+    return StructType([StructField(name, typ, nullable) for name, typ, nullable in fields])
+
+
+S, I, L, B = StringType(), IntegerType(), LongType(), BooleanType()
+
+# -- snapshot inputs (Parquet) -------------------------------------------------------------------------
+EXPECTED = _schema(
+    ("cluster", S, False),            # where the group's offsets are checked (e.g. "B" after a failover)
+    ("group", S, False),
+    ("topic", S, False),              # topic name on `cluster` (e.g. "A.orders")
+    ("partition", I, False),
+    ("expected_offset", L, False),    # what the runbook wrote / expects to find committed
+    ("true_offset", L, True),         # offset of the record the group reads next, when proven; else null
+    ("source_cluster", S, True),      # provenance, carried into the results
+    ("source_topic", S, True),
+    ("source_partition", I, True),
+    ("source_committed", L, True),
+)
+ACTUAL = _schema(
+    ("cluster", S, False),
+    ("group", S, False),
+    ("topic", S, False),
+    ("partition", I, False),
+    ("committed_offset", L, False),
+)
+WATERMARKS = _schema(
+    ("cluster", S, False),
+    ("topic", S, False),
+    ("partition", I, False),
+    ("low", L, False),
+    ("high", L, False),
+)
+RANGES = _schema(                     # one row per partition pair to compare; offsets are [start, end)
+    ("source_topic", S, False),
+    ("source_partition", I, False),
+    ("source_start", L, True),        # null = earliest
+    ("source_end", L, True),          # null = latest (at job start)
+    ("target_topic", S, False),
+    ("target_partition", I, False),
+    ("target_start", L, True),
+    ("target_end", L, True),
+)
+BOUNDARIES = _schema(                 # where a group stops on the source (C) and resumes on the target (T)
+    ("group", S, False),
+    ("source_topic", S, False),
+    ("source_partition", I, False),
+    ("source_committed", L, False),
+    ("target_topic", S, False),
+    ("target_partition", I, False),
+    ("target_offset", L, False),
+)
+SCHEMAS = {"expected": EXPECTED, "actual": ACTUAL, "watermarks": WATERMARKS, "ranges": RANGES,
+           "boundaries": BOUNDARIES}
+
+
+class InputError(Exception):
+    """The job cannot judge anything: bad arguments or a malformed snapshot."""
+
+
+def read_snapshot(spark: SparkSession, path: str, schema: StructType, what: str) -> DataFrame:
+    """Read a snapshot and conform it to `schema`: required columns must exist, nullable ones may be absent.
+
+    Types are cast (an int32 offset column is fine); extra columns are ignored. A snapshot is small
+    next to Kafka data, so the explicit checks are worth their cost.
+    """
+    try:
+        df = spark.read.parquet(path)
+    except Exception as exc:  # AnalysisException: path missing / not Parquet
+        raise InputError(f"cannot read the {what} snapshot {path}: {str(exc).splitlines()[0]}") from exc
+    present = set(df.columns)
+    missing = [f.name for f in schema.fields if not f.nullable and f.name not in present]
+    if missing:
+        raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
+                         f"expected {schema.simpleString()}")
+    cols = [(F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in schema.fields]
+    return df.select(*cols)
+
+
+def validate(df: DataFrame, key: Sequence[str], required: Sequence[str], what: str) -> None:
+    """Reject null required values and duplicate keys (duplicates would multiply rows in the joins and
+    hide or invent differences), in one pass over the snapshot."""
+    null_any = F.max(F.when(F.greatest(*[F.col(c).isNull() for c in required]), 1).otherwise(0))
+    bad = (df.groupBy(*key).agg(F.count(F.lit(1)).alias("rows"), null_any.alias("nulls"))
+           .filter("rows > 1 OR nulls > 0 OR " + " OR ".join(f"`{k}` IS NULL" for k in key)).limit(5).collect())
+    if bad:
+        shown = "; ".join(", ".join(f"{k}={r[k]}" for k in key)
+                          + (f" ({r['rows']} rows)" if r["rows"] > 1 else " (null in a required column)") for r in bad)
+        raise InputError(f"the {what} snapshot has duplicate rows or nulls in required columns "
+                         f"({', '.join(required)}): {shown}")
+
+
+def base_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", required=True, help="directory for the Parquet results (overwritten)")
+    parser.add_argument("--summary", required=True, help="path of the JSON summary (written on pass, fail and error)")
+    parser.add_argument("--max-listed", type=int, default=DEFAULT_LISTED,
+                        help=f"failing rows copied into the summary and stderr (default {DEFAULT_LISTED})")
+    parser.add_argument("--app-name", default=None, help="Spark application name")
+    return parser
+
+
+def session(app_name: str) -> SparkSession:
+    spark = SparkSession.builder.appName(app_name).getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("MIRRORBOOK_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def rows_as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in rows]
+
+
+def write_summary(path: str, summary: dict[str, Any]) -> None:
+    """Write atomically (tmp + rename) so a reader never sees half a summary."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def report_failures(app: str, failures: list[dict[str, Any]], total: int) -> None:
+    """Name every listed failing row on stderr, one line each (what a log reader greps for)."""
+    for f in failures:
+        print(f"PARITY-FAIL {app} {f['label']}: {f['reason']}", file=sys.stderr)
+    if total > len(failures):
+        print(f"PARITY-FAIL {app}: ... and {total - len(failures)} more (see the Parquet output)", file=sys.stderr)
+
+
+def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], dict[str, Any]]) -> int:
+    """Run `body`, which returns the summary's content (with `passed`, `failures`, `failures_total`).
+
+    Always writes the summary; turns every outcome into one of the three exit codes.
+    """
+    started = time.time()
+    summary: dict[str, Any] = {"app": app, "summary_version": SUMMARY_VERSION, "output": args.output}
+    spark = None
+    try:
+        spark = session(args.app_name or f"mirrorbook-{app}")
+        summary["spark_version"] = spark.version
+        summary["master"] = spark.sparkContext.master
+        summary.update(body(spark))
+        summary["status"] = "passed" if summary["passed"] else "failed"
+        code = EXIT_PASSED if summary["passed"] else EXIT_FAILED
+        if not summary["passed"]:
+            report_failures(app, summary["failures"], summary["failures_total"])
+    except InputError as exc:
+        summary.update(status="error", passed=False, error=str(exc), failures=[], failures_total=0)
+        print(f"PARITY-ERROR {app}: {exc}", file=sys.stderr)
+        code = EXIT_ERROR
+    except Exception as exc:  # a Spark or Kafka error: the check did not run, which is not a pass
+        traceback.print_exc()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        summary.update(status="error", passed=False, error=f"{type(exc).__name__}: {first}", failures=[],
+                       failures_total=0)
+        print(f"PARITY-ERROR {app}: {summary['error']}", file=sys.stderr)
+        code = EXIT_ERROR
+    summary["elapsed_s"] = round(time.time() - started, 3)
+    write_summary(args.summary, summary)
+    print(f"PARITY-{summary['status'].upper()} {app}: summary {args.summary}", file=sys.stderr)
+    if spark is not None:
+        spark.stop()
+    return code
+
+
+def tp_label(topic: Any, partition: Any) -> str:
+    return f"{topic}-{partition}"
+
+
+def sql_in(values: Iterable[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)

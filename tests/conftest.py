@@ -83,3 +83,25 @@ def unique(request: pytest.FixtureRequest) -> str:
     """A short name unique to this test, for its own topics and groups on the shared stack."""
     base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:30]
     return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+class ScratchFlow:
+    """A flow of a test's own: alias S<hex> for cluster A, replicating only `topic` to B."""
+
+    def __init__(self, topology: Topology, alias: str, topic: str) -> None:
+        self.topology = topology
+        self.flow = topology.flow(f"{alias}->B")
+        self.alias = alias
+        self.topic = topic
+        self.remote = f"{alias}.{topic}"
+
+
+@pytest.fixture
+def scratch_flow(devstack: DevStack, admin_a: KafkaAdmin, unique: str) -> Iterator[ScratchFlow]:
+    alias = "S" + uuid.uuid4().hex[:6].upper()
+    topic = f"scratch-{unique}"
+    admin_a.create_topics({topic: 2})
+    topology = devstack.alias_flow(alias, topics=re.escape(topic))
+    scratch = ScratchFlow(topology, alias, topic)
+    yield scratch
+    devstack.remove_flow(scratch.flow)

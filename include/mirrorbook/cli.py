@@ -12,6 +12,7 @@ from mirrorbook.errors import MirrorbookError
 def build_parser() -> argparse.ArgumentParser:
     from mirrorbook.audit import cli as audit_cli
     from mirrorbook.devstack import cli as devstack_cli
+    from mirrorbook.mm2 import flows_cli
 
     parser = argparse.ArgumentParser(prog="mirrorbook", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     devstack_cli.register(sub)
     __import__("mirrorbook.mm2.cli", fromlist=["register"]).register(sub)  # mirrorbook translate
     audit_cli.register(sub)
+    flows_cli.register(sub)
     return parser
 
 

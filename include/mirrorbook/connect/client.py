@@ -68,6 +68,8 @@ class Call(Generic[T]):
     params: list[tuple[str, str]] = field(default_factory=list)
     body: Any = None
     safe_to_repeat: bool = True
+    # False where a plain 500 is a deterministic rejection (the connector validated the body).
+    retry_server_errors: bool = True
 
     @property
     def mutating(self) -> bool:
@@ -155,7 +157,9 @@ class Endpoints:
     @staticmethod
     def alter_offsets(name: str, offsets: ConnectorOffsets) -> Call[str]:
         # Setting absolute offsets twice leaves the same state: safe to repeat.
-        return Call("PATCH", f"/connectors/{_c(name)}/offsets", _message, body=offsets.to_body())
+        # A 500 here is the MM2 connector rejecting the payload: repeating cannot help (timeouts still retry).
+        return Call("PATCH", f"/connectors/{_c(name)}/offsets", _message, body=offsets.to_body(),
+                    retry_server_errors=False)
 
     @staticmethod
     def reset_offsets(name: str) -> Call[str]:
@@ -192,6 +196,8 @@ def _transport_error(call: Call[Any], exc: httpx.HTTPError) -> ConnectError:
 
 def _should_retry(call: Call[Any], err: ConnectError) -> bool:
     if not err.retryable:
+        return False
+    if type(err) is ConnectServerError and not call.retry_server_errors:
         return False
     if isinstance(err, ConnectServerError) and not call.safe_to_repeat:
         # The request may have been applied; repeating a non-idempotent call could double it.

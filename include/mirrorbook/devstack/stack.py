@@ -364,6 +364,42 @@ class DevStack:
                             raise died_error(worker.process, f"Connect worker {worker.alias}") from exc
                         raise ReadinessTimeout(str(exc), f"read {worker.process.log if worker.process else 'its log'}")
 
+    # -- extra flows over the same clusters ---------------------------------------------------------
+    def alias_flow(self, alias: str, *, of: str = "A", target: str = "B", topics: str = ".*",
+                   mm2: config.Mm2Settings | None = None, timeout_s: float = 60.0) -> Topology:
+        """Start a flow `<alias>-><target>` whose source is cluster `of` under another alias.
+
+        Lets tests and benchmarks have many independent flows (and stop/alter one freely) on one
+        stack. Its offset-syncs live on the target, so they never mix with the real flow's.
+        Returns the stack's topology with the extra cluster alias and flow added.
+        """
+        state = self.require()
+        topo = state.topology()
+        flow = FlowSpec(source=alias, target=target, connect_cluster=target,
+                        replication_policy=state.settings.mm2.replication_policy,
+                        separator=state.settings.mm2.separator)
+        clusters = {**topo.clusters, alias: KafkaClusterSpec(connection_id=f"mirrorbook_kafka_{alias.lower()}",
+                                                             bootstrap_servers=state.brokers[of].bootstrap)}
+        settings = (mm2 or state.settings.mm2).model_copy(update={"topics": topics})
+        configs = config.connector_configs(flow, {**state.bootstraps(), alias: state.brokers[of].bootstrap}, settings)
+        with ConnectClient(state.workers[target].url) as client:
+            for name, cfg in configs.items():
+                client.put_config(name, {**cfg, "offset-syncs.topic.location": "target"})
+            for role, name in flow.connectors.items():
+                wait_for(client, name, "RUNNING", timeout_s=timeout_s, missing_ok=True,
+                         min_tasks=1 if role == "heartbeat" else 0)
+        return Topology(clusters=clusters, connect_clusters=topo.connect_clusters, flows=[*topo.flows, flow],
+                        groups=topo.groups)
+
+    def remove_flow(self, flow: FlowSpec) -> None:
+        state = self.require()
+        with ConnectClient(state.workers[flow.connect_cluster].url) as client:
+            for _, name in flow.connectors.items():
+                try:
+                    client.delete(name)
+                except ConnectorNotFound:
+                    pass
+
     # -- status -------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         state = self.require()

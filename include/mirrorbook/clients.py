@@ -1,0 +1,70 @@
+"""Where the clients for a topology's clusters come from.
+
+A `Resolver` turns topology aliases into client settings. The CLI and tests use the addresses
+written in the topology file (`TopologyResolver`); under Airflow, `mirrorbook.airflow.hooks` resolves
+the same aliases through Airflow connections. Everything above this module asks a resolver, never
+a file or a connection directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from mirrorbook.connect import AsyncConnectClient, ConnectClient, ConnectSettings
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.topology import FlowSpec, Topology
+
+
+class Resolver(Protocol):
+    topology: Topology
+
+    def connect_settings(self, connect_alias: str) -> ConnectSettings: ...
+
+    def kafka_config(self, cluster_alias: str) -> dict[str, Any]: ...
+
+
+class TopologyResolver:
+    """Addresses straight from the topology file (`bootstrap_servers`, `url`)."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+
+    def connect_settings(self, connect_alias: str) -> ConnectSettings:
+        spec = self.topology.connect_clusters.get(connect_alias)
+        if spec is None or not spec.url:
+            raise MirrorbookError(f"Connect cluster {connect_alias!r} has no url in the topology",
+                                  "add `url:` to it, or run under Airflow with its connection "
+                                  f"{spec.connection_id if spec else '?'!r}")
+        return ConnectSettings(url=spec.url)
+
+    def kafka_config(self, cluster_alias: str) -> dict[str, Any]:
+        spec = self.topology.clusters.get(cluster_alias)
+        if spec is None or not spec.bootstrap_servers:
+            raise MirrorbookError(f"Kafka cluster {cluster_alias!r} has no bootstrap_servers in the topology",
+                                  "add `bootstrap_servers:` to it, or run under Airflow with its connection "
+                                  f"{spec.connection_id if spec else '?'!r}")
+        return {"bootstrap.servers": spec.bootstrap_servers}
+
+
+class Clients:
+    """Client factory for one topology: Connect clients per Connect cluster, admins per Kafka cluster."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self.topology = resolver.topology
+        self._admins: dict[str, KafkaAdmin] = {}
+
+    def connect(self, flow: FlowSpec, **kw: Any) -> ConnectClient:
+        return ConnectClient(self.resolver.connect_settings(flow.connect_cluster), **kw)
+
+    def async_connect(self, flow: FlowSpec, **kw: Any) -> AsyncConnectClient:
+        return AsyncConnectClient(self.resolver.connect_settings(flow.connect_cluster), **kw)
+
+    def kafka_config(self, alias: str) -> dict[str, Any]:
+        return self.resolver.kafka_config(alias)
+
+    def admin(self, alias: str) -> KafkaAdmin:
+        if alias not in self._admins:
+            self._admins[alias] = KafkaAdmin(self.resolver.kafka_config(alias))
+        return self._admins[alias]

@@ -1,0 +1,291 @@
+"""Flow status exactly as KIP-1144 defines it, for MM2 flows hosted on a Kafka Connect cluster.
+
+What the KIP's `detailedState` flags mean for a Connect-hosted flow (the KIP targets dedicated MM2,
+where `enabled` is the `A->B.enabled` setting; on Connect there is no such switch, so we derive it):
+
+- enabled: the flow's MirrorSourceConnector exists on its Connect cluster and is not STOPPED.
+  Stopping the source connector (what a failover does) is how a Connect-hosted flow is switched off;
+  a PAUSED flow is still enabled (it is meant to resume) and so shows NOT_REPLICATING, not DISABLED.
+- ready: the Connect cluster answered and all three connectors of the flow exist on it.
+- allConnectorsRunning: source, checkpoint and heartbeat connectors are all RUNNING.
+- sourceTaskRunning: the source connector has at least one RUNNING task.
+
+state = DISABLED if not enabled; REPLICATING if allConnectorsRunning and sourceTaskRunning;
+CONCERNING if sourceTaskRunning but not allConnectorsRunning; NOT_REPLICATING otherwise.
+
+Replication lag per partition = source high watermark - 1 - the source connector's committed offset
+(Connect commits source offsets every `offset.flush.interval.ms`, so lag trails by up to that).
+A partition the connector has not committed anything for lags by its whole retained range.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mirrorbook.clients import Clients
+from mirrorbook.connect import AsyncConnectClient, ConnectError
+from mirrorbook.connect.models import ConnectorOffsets, ConnectorStatus, ConnectorView
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.policy import ReplicationPolicy
+from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
+
+
+class FlowState(str, Enum):
+    DISABLED = "DISABLED"
+    REPLICATING = "REPLICATING"
+    CONCERNING = "CONCERNING"
+    NOT_REPLICATING = "NOT_REPLICATING"
+
+
+class DetailedState(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    enabled: bool
+    ready: bool
+    all_connectors_running: bool = Field(alias="allConnectorsRunning")
+    source_task_running: bool = Field(alias="sourceTaskRunning")
+
+    def state(self) -> FlowState:
+        """The KIP-1144 formula, verbatim."""
+        if not self.enabled:
+            return FlowState.DISABLED
+        if self.all_connectors_running and self.source_task_running:
+            return FlowState.REPLICATING
+        if self.source_task_running and not self.all_connectors_running:
+            return FlowState.CONCERNING
+        return FlowState.NOT_REPLICATING
+
+
+class ConnectorSummary(BaseModel):
+    name: str
+    role: str
+    connector_class: str
+    state: str  # Connect's state, or MISSING (404) / UNREACHABLE (no answer)
+    tasks_running: int = 0
+    tasks: list[str] = []
+    worker_id: str | None = None
+    trace: str | None = None
+
+
+class PartitionLag(BaseModel):
+    topic: str
+    partition: int
+    remote_topic: str
+    high_watermark: int
+    replicated_offset: int | None  # last upstream offset the source connector committed
+    lag: int
+
+
+class FlowStatus(BaseModel):
+    flow: str
+    source: str
+    target: str
+    connect_cluster: str
+    state: FlowState
+    detailed_state: DetailedState
+    connectors: dict[str, ConnectorSummary]
+    replicated_topics: list[str] = []
+    kafka_cluster_id: str | None = None
+    lag: list[PartitionLag] = []
+    total_lag: int = 0
+    max_lag: int = 0
+    errors: list[str] = []
+    observed_at: float = Field(default_factory=time.time)
+
+    def lag_by_partition(self) -> dict[TP, int]:
+        return {TP(p.topic, p.partition): p.lag for p in self.lag}
+
+    def kip1144_summary(self) -> dict[str, Any]:
+        """One entry of the KIP's `GET /` flows map."""
+        return {
+            "state": self.state.value,
+            "detailedState": self.detailed_state.model_dump(by_alias=True),
+            "source": self.source,
+            "target": self.target,
+            "kafkaClusterId": self.kafka_cluster_id,
+            "links": {"herder [GET]": f"/{self.source}/{self.target}"},
+        }
+
+    def kip1144_detail(self) -> dict[str, Any]:
+        """The KIP's `GET /{source}/{target}` body, plus mirrorbook's lag figures."""
+        base = f"/{self.source}/{self.target}"
+        out: dict[str, Any] = {
+            "state": self.state.value,
+            "replicatedTopics": self.replicated_topics,
+            "detailedState": self.detailed_state.model_dump(by_alias=True),
+            "source": self.source,
+            "target": self.target,
+            "kafkaClusterId": self.kafka_cluster_id,
+        }
+        for c in self.connectors.values():
+            out[c.connector_class] = c.state
+            out[f"{c.connector_class}TasksRunning"] = c.tasks_running
+        out["replicationLag"] = {"total": self.total_lag, "max": self.max_lag,
+                                 "partitions": [p.model_dump() for p in self.lag]}
+        out["links"] = {
+            "connectors [GET]": f"{base}/connectors",
+            "pause [PUT]": f"{base}/pause",
+            "resume [PUT]": f"{base}/resume",
+            "offsets [GET]": f"{base}/offsets",
+            "offsets modification [PATCH]": f"{base}/offsets",
+            "offsets reset [DELETE]": f"{base}/offsets",
+        }
+        return out
+
+
+# -- pure derivation -------------------------------------------------------------------------------
+
+def summarize_connectors(flow: FlowSpec, views: dict[str, ConnectorView] | None,
+                         connect_error: str | None = None) -> dict[str, ConnectorSummary]:
+    out = {}
+    for role, name in flow.connectors.items():
+        cls = CONNECTOR_CLASSES[role]
+        if views is None:
+            out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state="UNREACHABLE",
+                                         trace=connect_error)
+            continue
+        view = views.get(name)
+        status: ConnectorStatus | None = view.status if view else None
+        if status is None:
+            out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state="MISSING")
+            continue
+        out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state=status.connector.state,
+                                     tasks_running=status.running_tasks(), tasks=[t.state for t in status.tasks],
+                                     worker_id=status.connector.worker_id,
+                                     trace=(status.connector.trace or "").strip().splitlines()[0]
+                                     if status.connector.trace else None)
+    return out
+
+
+def detailed_state(connectors: dict[str, ConnectorSummary], connect_ok: bool) -> DetailedState:
+    source = connectors["source"]
+    present = connect_ok and all(c.state not in ("MISSING", "UNREACHABLE") for c in connectors.values())
+    return DetailedState(
+        enabled=source.state not in ("MISSING", "UNREACHABLE", "STOPPED"),
+        ready=present,
+        all_connectors_running=all(c.state == "RUNNING" for c in connectors.values()),
+        source_task_running=source.tasks_running > 0,
+    )
+
+
+def replicated_topics(flow: FlowSpec, target_topics: list[str], source_offsets_topics: set[str]) -> list[str]:
+    """Target topics that mirror this flow's source, through its replication policy."""
+    policy = ReplicationPolicy.for_flow(flow)
+    out = []
+    for t in target_topics:
+        if policy.is_internal_topic(t):
+            continue
+        if policy.identity:
+            if t in source_offsets_topics or t == policy.format_remote_topic(flow.source, "heartbeats"):
+                out.append(t)
+        elif policy.topic_source(t) == flow.source:
+            out.append(t)
+    return sorted(out)
+
+
+def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP, int],
+                lows: dict[TP, int]) -> list[PartitionLag]:
+    policy = ReplicationPolicy.for_flow(flow)
+    committed: dict[TP, int | None] = {}
+    for entry in offsets.offsets if offsets else []:
+        p = entry.partition
+        if p.get("cluster") != flow.source or entry.offset is None:
+            continue
+        committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
+    rows = []
+    for tp, high in sorted(highs.items()):
+        done = committed.get(tp)
+        lag = high - 1 - done if done is not None else high - lows.get(tp, 0)
+        rows.append(PartitionLag(topic=tp.topic, partition=tp.partition,
+                                 remote_topic=policy.format_remote_topic(flow.source, tp.topic),
+                                 high_watermark=high, replicated_offset=done, lag=max(lag, 0)))
+    return rows
+
+
+# -- fetching --------------------------------------------------------------------------------------
+
+async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True,
+                            connect: AsyncConnectClient | None = None) -> FlowStatus:
+    """Everything a flow's status needs, fetched concurrently (Connect and both clusters at once)."""
+    own = connect is None
+    client = connect or clients.async_connect(flow)
+    errors: list[str] = []
+    try:
+        views_task = asyncio.create_task(client.list(("status", "info")))
+        offsets_task = asyncio.create_task(client.get_offsets(flow.connector("source"))) if with_lag else None
+        target_task = asyncio.to_thread(_target_view, clients, flow.target)
+        source_task = asyncio.to_thread(_source_topics, clients, flow.source) if with_lag else None
+        views: dict[str, ConnectorView] | None
+        try:
+            views = await views_task
+            connect_error = None
+        except ConnectError as exc:
+            views, connect_error = None, str(exc)
+            errors.append(f"Connect {flow.connect_cluster}: {exc.message}")
+        offsets = None
+        if offsets_task is not None:
+            try:
+                offsets = await offsets_task
+            except ConnectError as exc:
+                if views is not None:
+                    errors.append(f"offsets of {flow.connector('source')}: {exc.message}")
+        target_topics, cluster_id = await _guard(target_task, errors, f"cluster {flow.target}", ([], None))
+        source_parts = await _guard(source_task, errors, f"cluster {flow.source}", None) if source_task else None
+    finally:
+        if own:
+            await client.close()
+
+    connectors = summarize_connectors(flow, views, connect_error)
+    detail = detailed_state(connectors, views is not None)
+    offsets_topics = {e.partition.get("topic") for e in (offsets.offsets if offsets else [])}
+    topics = replicated_topics(flow, target_topics, offsets_topics)
+    lag: list[PartitionLag] = []
+    if with_lag and source_parts is not None:
+        highs, lows = source_parts
+        policy = ReplicationPolicy.for_flow(flow)
+        mirrored = {tp for tp in highs if policy.format_remote_topic(flow.source, tp.topic) in set(topics)
+                    or tp.topic in offsets_topics}
+        lag = compute_lag(flow, offsets, {tp: h for tp, h in highs.items() if tp in mirrored}, lows)
+    return FlowStatus(flow=flow.name, source=flow.source, target=flow.target, connect_cluster=flow.connect_cluster,
+                      state=detail.state(), detailed_state=detail, connectors=connectors,
+                      replicated_topics=topics, kafka_cluster_id=cluster_id, lag=lag,
+                      total_lag=sum(p.lag for p in lag), max_lag=max((p.lag for p in lag), default=0), errors=errors)
+
+
+async def _guard(aw: Any, errors: list[str], what: str, default: Any) -> Any:
+    try:
+        return await aw
+    except Exception as exc:  # a down cluster must not hide the rest of the status
+        errors.append(f"{what}: {exc}")
+        return default
+
+
+def _target_view(clients: Clients, alias: str) -> tuple[list[str], str | None]:
+    admin = clients.admin(alias)
+    return sorted(admin.topics()), admin.cluster_id()
+
+
+def _source_topics(clients: Clients, alias: str) -> tuple[dict[TP, int], dict[TP, int]]:
+    admin = clients.admin(alias)
+    policy = ReplicationPolicy()
+    tps = admin.partitions([t for t in admin.topics() if not policy.is_internal_topic(t)])
+    marks = admin.watermarks(tps)
+    return {tp: w.high for tp, w in marks.items()}, {tp: w.low for tp, w in marks.items()}
+
+
+def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True) -> FlowStatus:
+    return asyncio.run(async_flow_status(clients, flow, with_lag=with_lag))
+
+
+async def async_all_flow_status(clients: Clients, flows: list[FlowSpec] | None = None,
+                                with_lag: bool = True) -> list[FlowStatus]:
+    flows = flows if flows is not None else clients.topology.flows
+    return list(await asyncio.gather(*(async_flow_status(clients, f, with_lag=with_lag) for f in flows)))
+
+
+def all_flow_status(clients: Clients, flows: list[FlowSpec] | None = None, with_lag: bool = True) -> list[FlowStatus]:
+    return asyncio.run(async_all_flow_status(clients, flows, with_lag))

@@ -22,7 +22,7 @@ boundary that SKIPs, MISMATCHes, lies outside its read range (NOT-COVERED) or RE
 
 Inputs:
   --source-bootstrap / --target-bootstrap, --source-option/--target-option K=V (passed as kafka.K,
-  e.g. security.protocol=SASL_SSL)
+  e.g. security.protocol=SASL_SSL), --kafka-options-file for secrets (not on the command line)
   --ranges PATH  Parquet: source_topic string, source_partition int, source_start long?,
                  source_end long?, target_topic string, target_partition int, target_start long?,
                  target_end long?   ([start, end); null = earliest / latest at job start)
@@ -63,6 +63,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--target-bootstrap", required=True)
     parser.add_argument("--source-option", action="append", default=[], metavar="K=V")
     parser.add_argument("--target-option", action="append", default=[], metavar="K=V")
+    parser.add_argument("--kafka-options-file", metavar="JSON",
+                        help='{"source": {K: V}, "target": {K: V}}: client options kept off the command line '
+                             "(SASL passwords); merged over --source-option/--target-option")
     parser.add_argument("--ranges", help="Parquet of partition pairs and offset ranges")
     parser.add_argument("--topic", action="append", default=[], metavar="SRC=TGT",
                         help="compare whole topics, partition p with p (repeatable)")
@@ -82,13 +85,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def kafka_options(bootstrap: str, extra: list[str]) -> dict[str, str]:
-    opts = {"kafka.bootstrap.servers": bootstrap, "includeHeaders": "true"}
-    for kv in extra:
+def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
+    """Spark Kafka source options for one side; values are never logged or put in the summary."""
+    pairs: list[tuple[str, str]] = []
+    for kv in getattr(args, f"{side}_option"):
         k, sep, v = kv.partition("=")
         if not sep or not k:
-            raise pc.InputError(f"bad Kafka option {kv!r}: use K=V")
-        opts[k if k.startswith("kafka.") else f"kafka.{k}"] = v
+            raise pc.InputError(f"bad --{side}-option {k!r}: use K=V")
+        pairs.append((k, v))
+    if args.kafka_options_file:
+        try:
+            with open(args.kafka_options_file, encoding="utf-8") as fh:
+                from_file = json.load(fh).get(side, {})
+        except (OSError, ValueError, AttributeError) as exc:
+            raise pc.InputError(f"cannot read --kafka-options-file {args.kafka_options_file}: {exc}") from exc
+        pairs += [(str(k), str(v)) for k, v in from_file.items()]
+    opts = {"kafka.bootstrap.servers": getattr(args, f"{side}_bootstrap"), "includeHeaders": "true"}
+    opts.update({k if k.startswith("kafka.") else f"kafka.{k}": v for k, v in pairs})
     return opts
 
 
@@ -372,8 +385,8 @@ def summarize(spark: SparkSession, args: argparse.Namespace, outputs: dict[str, 
 def body(args: argparse.Namespace):
     def run(spark: SparkSession) -> dict[str, Any]:
         pairs = load_pairs(spark, args)
-        src = read_side(spark, kafka_options(args.source_bootstrap, args.source_option), pairs, "source")
-        tgt = read_side(spark, kafka_options(args.target_bootstrap, args.target_option), pairs, "target")
+        src = read_side(spark, kafka_options(args, "source"), pairs, "source")
+        tgt = read_side(spark, kafka_options(args, "target"), pairs, "target")
         out = args.output.rstrip("/")
         outputs = {"pairs": f"{out}/pairs"}
         matches = None

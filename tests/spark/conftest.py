@@ -1,0 +1,128 @@
+"""A real failover scene for the parity jobs, built once per session on the devstack.
+
+On A: topic `orders-*` (3 partitions x 300 records) and four groups parked there. MM2 mirrors the
+topic to B as `A.orders-*` and emits checkpoints. For each group and partition the scene knows C
+(committed on A), the MM2 translation (checkpoint downstream offset) and the *true* target offset,
+proven by reading B: the offset of the record whose workload sequence number is C.
+
+Then it plays a failover that went partly wrong on B:
+- g-precise   committed at the true offset             -> OK
+- g-mm2       committed at MM2's translation           -> RE-READ (true - translation)
+- g-skip      committed 7 past the true offset         -> SKIP 7
+- g-missing   never written to B                        -> MISSING
+- g-precise also commits on B's `mirrorbook-canary`    -> UNEXPECTED (reported, not failing)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+import pytest
+
+from mirrorbook.devstack.workload import GroupSpec, load
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.reader import read_ranges
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.records import Checkpoint
+from mirrorbook.parity.collector import ExpectedOffset, GroupBoundary
+from tests.helpers import eventually, wait_mirrored
+
+PARTITIONS, RECORDS = 3, 300
+SKIP_BY = 7
+PARKED = {"g-precise": "end-40", "g-mm2": "end-40", "g-skip": "end-100", "g-missing": "end-10"}
+CANARY = "mirrorbook-canary"
+
+
+@dataclass(frozen=True)
+class Position:
+    group: str
+    partition: int
+    committed: int      # C on A
+    translated: int     # MM2's checkpoint downstream offset on B
+    true: int           # proven target offset of the record at C
+
+
+@dataclass
+class Scene:
+    topic: str
+    remote: str
+    groups: dict[str, str]                 # role (g-precise, ...) -> unique group id
+    positions: dict[tuple[str, int], Position]
+    written: dict[str, dict[TP, int]]      # what the scene committed on B
+
+    def expected(self, roles: list[str]) -> list[ExpectedOffset]:
+        return [ExpectedOffset(cluster="B", group=self.groups[p.group], topic=self.remote, partition=p.partition,
+                               expected_offset=p.translated, true_offset=p.true, source_cluster="A",
+                               source_topic=self.topic, source_partition=p.partition, source_committed=p.committed)
+                for (role, _), p in sorted(self.positions.items()) if role in roles]
+
+    def boundaries(self, role: str, target: str = "written") -> list[GroupBoundary]:
+        out = []
+        for (r, part), p in sorted(self.positions.items()):
+            if r != role:
+                continue
+            t = self.written[self.groups[role]][TP(self.remote, part)] if target == "written" else p.true
+            out.append(GroupBoundary(group=self.groups[role], source_topic=self.topic, source_partition=part,
+                                     source_committed=p.committed, target_topic=self.remote, target_partition=part,
+                                     target_offset=t))
+        return out
+
+
+def _checkpoints(bootstrap_b: str, admin_b: KafkaAdmin, groups: set[str]) -> dict[tuple[str, int], Checkpoint]:
+    tp = TP("A.checkpoints.internal", 0)
+    end = admin_b.high_watermarks([tp])[tp]
+    found: dict[tuple[str, int], Checkpoint] = {}
+    for m in read_ranges(bootstrap_b, {tp: (0, end)}):
+        cp = Checkpoint.decode(m.key(), m.value())
+        if cp.group in groups:
+            found[(cp.group, cp.partition)] = cp  # the last checkpoint per partition wins
+    return found
+
+
+def _true_offsets(bootstrap_b: str, remote: str, high: dict[TP, int]) -> dict[int, dict[int, int]]:
+    """partition -> workload seq -> offset on B (seq = the record's offset on A)."""
+    out: dict[int, dict[int, int]] = {}
+    for part in range(PARTITIONS):
+        tp = TP(remote, part)
+        out[part] = {json.loads(m.value())["seq"]: m.offset() for m in read_ranges(bootstrap_b, {tp: (0, high[tp])})}
+    return out
+
+
+@pytest.fixture(scope="session")
+def scene(devstack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, bootstrap_a: str, bootstrap_b: str) -> Iterator[Scene]:
+    import uuid
+
+    uid = uuid.uuid4().hex[:6]
+    topic, remote = f"orders-{uid}", f"A.orders-{uid}"
+    groups = {role: f"{role}-{uid}" for role in PARKED}
+    load(bootstrap_a, [topic], PARTITIONS, RECORDS, [GroupSpec(name=groups[r], position=pos) for r, pos in PARKED.items()])
+    high = wait_mirrored(admin_a, admin_b, topic, remote)
+    committed = admin_a.committed_offsets(list(groups.values()))
+
+    def all_checkpointed() -> dict[tuple[str, int], Checkpoint]:
+        cps = _checkpoints(bootstrap_b, admin_b, set(groups.values()))
+        ok = all((g, p) in cps and cps[(g, p)].upstream_offset == committed[g][TP(topic, p)]
+                 for g in groups.values() for p in range(PARTITIONS))
+        return cps if ok else {}
+
+    cps = eventually(all_checkpointed, timeout=120, what="checkpoints for every scene group")
+    seq_to_offset = _true_offsets(bootstrap_b, remote, high)
+    positions = {}
+    for role, g in groups.items():
+        for p in range(PARTITIONS):
+            c = committed[g][TP(topic, p)]
+            true = seq_to_offset[p].get(c, high[TP(remote, p)])  # C == end of A: the end of B
+            positions[(role, p)] = Position(role, p, c, cps[(g, p)].downstream_offset, true)
+
+    written = {
+        groups["g-precise"]: {TP(remote, p): positions[("g-precise", p)].true for p in range(PARTITIONS)}
+        | {TP(CANARY, 0): 0},
+        groups["g-mm2"]: {TP(remote, p): positions[("g-mm2", p)].translated for p in range(PARTITIONS)},
+        groups["g-skip"]: {TP(remote, p): positions[("g-skip", p)].true + SKIP_BY for p in range(PARTITIONS)},
+    }
+    results = admin_b.alter_group_offsets(written)
+    assert all(e == "OK" for r in results.values() for e in r.values()), results
+    yield Scene(topic=topic, remote=remote, groups=groups, positions=positions, written=written)
+    admin_b.delete_groups(list(written))

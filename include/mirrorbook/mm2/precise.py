@@ -44,7 +44,6 @@ Each needed source and target range is read once for all groups (ranges merged p
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -388,10 +387,5 @@ def _row(i: _Item, proof: Proof, target: PartitionData) -> PartitionTranslation:
     return row
 
 
-def group_regex_for(groups: Iterable[str]) -> str:
-    """A regex matching exactly these group ids (for callers holding a list rather than a pattern)."""
-    return "|".join(re.escape(g) for g in groups) or "(?!)"
-
-
 __all__ = ["prove", "translate_precise", "PreciseReport", "PartitionTranslation", "TranslationTotals",
-           "PartitionData", "Marks", "Rec", "Proof", "read_partitions", "merge_ranges", "group_regex_for"]
+           "PartitionData", "Marks", "Rec", "Proof", "read_partitions", "merge_ranges"]

@@ -336,6 +336,10 @@ def difference_failure(r: dict[str, Any]) -> dict[str, Any]:
             **r}
 
 
+def _describe(rec: dict[str, Any] | None) -> str:
+    return "the end of the range" if rec is None else f"offset {rec['offset']} (key {rec['key_preview']!r})"
+
+
 def boundary_failure(r: dict[str, Any], max_reread: int | None) -> dict[str, Any]:
     where = f"source committed {r['source_committed']} -> target offset {r['target_offset']}"
     ns, nt = r.get("next_source"), r.get("next_target")
@@ -343,8 +347,8 @@ def boundary_failure(r: dict[str, Any], max_reread: int | None) -> dict[str, Any
         "SKIP": f"SKIP {r['n']}",
         "RE-READ": f"RE-READ {r['n']} > --max-reread {max_reread}",
         "NOT-COVERED": "NOT-COVERED: the offsets lie outside the ranges read for this pair",
-        "MISMATCH": (f"MISMATCH: next record on the source is offset {ns and ns['offset']}, on the target "
-                     f"offset {nt and nt['offset']} (key {nt and nt['key_preview']!r}) is a different record"),
+        "MISMATCH": f"MISMATCH: the group would resume on the target at {_describe(nt)}, "
+                    f"but on the source it is at {_describe(ns)}",
     }.get(r["status"], r["status"])
     return {"check": "boundary", "label": f"group {r['group']} {pair_label(r)}", "reason": f"{text} ({where})", **r}
 

@@ -91,3 +91,17 @@ def test_faulty_failover_fails_naming_groups_and_partitions(scene: Scene, admin_
     with pytest.raises(submit.ParityFailed) as err:
         summary.check()
     assert g_skip in str(err.value) and g_missing in str(err.value)
+
+
+def test_malformed_snapshot_is_an_error_not_a_verdict(tmp_path: Path):
+    import pyarrow as pa
+
+    snap = collector.write_group_snapshot(tmp_path / "snap", [collector.ExpectedOffset(
+        cluster="B", group="g", topic="t", partition=0, expected_offset=1)], {"B": {}})
+    pq.write_table(pa.table({"cluster": ["B"], "group": ["g"], "topic": ["t"], "partition": [0]}), snap.actual)
+    summary = _run(snap, tmp_path / "out")
+
+    assert summary.exit_code == 2 and summary.status == "error" and not summary.passed
+    assert "lacks column(s) committed_offset" in summary.error
+    with pytest.raises(submit.SparkJobError, match="committed_offset"):
+        summary.check()

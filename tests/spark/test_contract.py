@@ -1,0 +1,104 @@
+"""The contract between the library and the Spark apps, checked without starting a JVM:
+schemas in step, --help, the spark-submit command line, the jar set, snapshot validation."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pydantic import ValidationError
+
+from mirrorbook.devstack import artifacts, versions
+from mirrorbook.parity import collector, schemas, submit
+
+pytestmark = pytest.mark.spark
+APPS = submit.apps_dir()
+sys.path.insert(0, str(APPS))
+import parity_common  # noqa: E402  (the apps' shared module, importable without a SparkSession)
+
+SPARK_TYPE = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint"}
+
+
+@pytest.mark.parametrize("name", sorted(schemas.INPUTS))
+def test_input_schemas_match_the_apps(name: str):
+    arrow = [(f.name, SPARK_TYPE[f.type], f.nullable) for f in schemas.INPUTS[name]]
+    spark = [(f.name, f.dataType.simpleString(), f.nullable) for f in parity_common.SCHEMAS[name].fields]
+    assert arrow == spark
+
+
+@pytest.mark.parametrize("app, columns", [
+    ("group_parity", ["expected_offset", "true_offset", "committed_offset", "RE-READ n", "SKIP n", "MISSING"]),
+    ("record_parity", ["source_committed", "target_offset", "checksums", "ORDER", "EXTRA", "--checksums-only"]),
+])
+def test_apps_document_themselves_without_spark(app: str, columns: list[str]):
+    out = subprocess.run([sys.executable, str(APPS / f"{app}.py"), "--help"], capture_output=True, text=True,
+                         cwd=APPS, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for c in columns:
+        assert c in out.stdout
+
+
+def test_apps_import_only_pyspark_and_the_standard_library():
+    for path in APPS.glob("*.py"):
+        text = path.read_text()
+        assert "import mirrorbook" not in text and "from mirrorbook" not in text and "airflow" not in text, path
+
+
+def test_record_parity_command_line(tmp_path: Path):
+    snap = collector.write_record_snapshot(tmp_path, [collector.RecordRange(
+        source_topic="t", source_partition=0, target_topic="A.t", target_partition=0)])
+    spec = submit.record_parity_job("a:9092", "b:9092", tmp_path / "out", snapshot=snap,
+                                    source_options={"sasl.jaas.config": "secret-value"})
+    cmd = spec.command("spark-submit")
+    assert cmd[:3] == ["spark-submit", "--master", "local[*]"]
+    jars = cmd[cmd.index("--jars") + 1].split(",")
+    names = sorted(Path(j).name for j in jars)
+    assert names == sorted([f"spark-sql-kafka-0-10_2.13-{versions.SPARK_KAFKA_VERSION}.jar",
+                            f"spark-token-provider-kafka-0-10_2.13-{versions.SPARK_TOKEN_PROVIDER_VERSION}.jar",
+                            f"kafka-clients-{versions.SPARK_KAFKA_CLIENTS_VERSION}.jar",
+                            f"commons-pool2-{versions.SPARK_COMMONS_POOL2_VERSION}.jar"])
+    assert cmd[cmd.index("--py-files") + 1].endswith("spark_apps/parity_common.py")
+    assert cmd[cmd.index("--py-files") + 2].endswith("spark_apps/record_parity.py")
+    # Secrets travel in a private file, never on the command line.
+    assert "secret-value" not in " ".join(cmd)
+    opts = Path(cmd[cmd.index("--kafka-options-file") + 1])
+    assert stat.S_IMODE(os.stat(opts).st_mode) == 0o600 and "secret-value" in opts.read_text()
+    kwargs = spec.operator_kwargs()
+    assert kwargs["application"].endswith("record_parity.py") and kwargs["jars"] == ",".join(jars)
+
+
+def test_exclusions_reach_the_generated_pom():
+    pom = artifacts._pom(versions.spark_kafka_coordinates(), versions.spark_kafka_exclusions())
+    dep = pom.split("<artifactId>spark-sql-kafka-0-10_2.13</artifactId>")[1].split("</dependency>")[0]
+    assert "<artifactId>spark-token-provider-kafka-0-10_2.13</artifactId>" in dep
+    assert ("<artifactId>spark-token-provider-kafka-0-10_2.13</artifactId>"
+            f"<version>{versions.SPARK_TOKEN_PROVIDER_VERSION}</version>") in pom
+    assert "<exclusions>" not in artifacts._pom(["g:a:1"])
+
+
+def test_bad_snapshot_rows_fail_before_any_spark_job():
+    with pytest.raises(ValidationError):
+        collector.ExpectedOffset(cluster="B", group="g", topic="t", partition=0, expected_offset=-1)
+    with pytest.raises(ValidationError):
+        collector.GroupBoundary(group="", source_topic="t", source_partition=0, source_committed=0,
+                                target_topic="A.t", target_partition=0, target_offset=0)
+
+
+def test_unchanged_expects_the_offsets_from_before():
+    from mirrorbook.kafka.types import TP
+
+    rows = collector.unchanged("B", {"g": {TP("t", 1): 5, TP("t", 0): 3}})
+    assert [(r.topic, r.partition, r.expected_offset, r.true_offset) for r in rows] == [("t", 0, 3, None),
+                                                                                         ("t", 1, 5, None)]
+
+
+def test_failure_message_of_a_job_that_could_not_run():
+    s = submit.ParitySummary(app="group_parity", status="error", passed=False, error="no column `group`")
+    assert s.failure_message() == "group_parity could not run: no column `group`"
+    with pytest.raises(submit.SparkJobError):
+        s.check()

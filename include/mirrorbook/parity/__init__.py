@@ -1,0 +1,38 @@
+"""Parity glue: the snapshots a runbook step collects, and the Spark jobs that judge them.
+
+- `schemas`   the Parquet schemas of snapshots and results (one place)
+- `collector` writes snapshots (expected offsets, committed offsets, watermarks, record ranges,
+              group boundaries) from Python data or live clusters
+- `submit`    builds the spark-submit of spark_apps/group_parity.py or record_parity.py, runs it
+              locally and returns the verdict (`ParitySummary`)
+- `local`     the group-offset classification in one process (pyarrow), for small checks and
+              as the reference the Spark app is tested against
+"""
+
+from mirrorbook.parity.collector import (
+    ExpectedOffset,
+    GroupBoundary,
+    GroupSnapshot,
+    RecordRange,
+    RecordSnapshot,
+    collect_group_snapshot,
+    unchanged,
+    whole_topic_ranges,
+    write_group_snapshot,
+    write_record_snapshot,
+)
+from mirrorbook.parity.submit import (
+    ParityFailed,
+    ParitySummary,
+    SparkJobError,
+    SparkSubmitSpec,
+    group_parity_job,
+    record_parity_job,
+    run,
+)
+
+__all__ = [
+    "ExpectedOffset", "GroupBoundary", "GroupSnapshot", "RecordRange", "RecordSnapshot", "collect_group_snapshot",
+    "unchanged", "whole_topic_ranges", "write_group_snapshot", "write_record_snapshot", "ParityFailed",
+    "ParitySummary", "SparkJobError", "SparkSubmitSpec", "group_parity_job", "record_parity_job", "run",
+]

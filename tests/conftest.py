@@ -19,6 +19,23 @@ from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.topology import Topology
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One Airflow home (DB, audit store, artifacts) per test session, set before Airflow is imported."""
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="mirrorbook-test-airflow-"))
+    os.environ["AIRFLOW_HOME"] = str(home)
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+    os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
+    os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+    os.environ["MIRRORBOOK_AUDIT_URL"] = f"sqlite:///{home}/mirrorbook-audit.db"
+    os.environ["MIRRORBOOK_ARTIFACTS_DIR"] = str(home / "artifacts")
+
+
 TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2,
                        heartbeat_interval_s=1, offset_lag_max=100)
 

@@ -13,3 +13,10 @@ class MirrorbookError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message}\n  fix: {self.hint}" if self.hint else self.message
+
+
+class Refused(MirrorbookError):
+    """The request was refused before anything changed: bad input, or a precondition that does not hold.
+
+    Retrying cannot help; runbooks record these as "refused" and fail the task at once.
+    """

@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import MirrorbookError, Refused
 
 CONNECTOR_CLASSES = {
     "source": "MirrorSourceConnector",
@@ -25,7 +25,7 @@ CONNECTOR_CLASSES = {
 ConnectorRole = Literal["source", "checkpoint", "heartbeat"]
 
 
-class UnknownFlow(MirrorbookError):
+class UnknownFlow(Refused):
     pass
 
 

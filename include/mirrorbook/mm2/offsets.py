@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from mirrorbook.connect.models import ConnectorOffsets
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import Refused
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
 INT32_MAX = 2**31 - 1
@@ -27,7 +27,7 @@ _RULES: dict[str, tuple[tuple[str, ...], bool, bool]] = {
 }
 
 
-class InvalidOffsets(MirrorbookError):
+class InvalidOffsets(Refused):
     pass
 
 

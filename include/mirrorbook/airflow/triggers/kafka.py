@@ -1,0 +1,88 @@
+"""Triggers for the failover gates: replication drained, consumer groups inactive."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.mm2.flows import async_flow_status
+from mirrorbook.runbooks.checks import active_groups, describe_behind, drained
+from mirrorbook.topology import load_topology
+
+
+class _PollingTrigger(BaseTrigger):
+    """Polls `check()` until it reports done or the timeout passes; subclasses say what is checked."""
+
+    def __init__(self, *, timeout_s: float = 600.0, poll_s: float = 2.0, topology_path: str | None = None) -> None:
+        super().__init__()
+        self.timeout_s, self.poll_s, self.topology_path = timeout_s, poll_s, topology_path
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"timeout_s": self.timeout_s, "poll_s": self.poll_s, "topology_path": self.topology_path}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", {**self._kwargs(), **self.own_kwargs()}
+
+    def own_kwargs(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
+        raise NotImplementedError
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            topology = load_topology(self.topology_path)
+            clients = await AsyncAirflowResolver(topology).aclients()
+            while True:
+                done, info = await self.check(clients, topology)
+                if done:
+                    yield TriggerEvent({"status": "success", **info})
+                    return
+                if time.monotonic() >= deadline:
+                    yield TriggerEvent({"status": "timeout", **info})
+                    return
+                await asyncio.sleep(self.poll_s)
+        except MirrorbookError as exc:
+            yield TriggerEvent({"status": "error", "message": str(exc)})
+
+
+class ReplicationDrainedTrigger(_PollingTrigger):
+    """Every data partition of the flow within `max_lag` records of the source high watermark."""
+
+    def __init__(self, *, flow: str, max_lag: int = 0, topics: list[str] | None = None, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.flow, self.max_lag, self.topics = flow, max_lag, topics
+
+    def own_kwargs(self) -> dict[str, Any]:
+        return {"flow": self.flow, "max_lag": self.max_lag, "topics": self.topics}
+
+    async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
+        status = await async_flow_status(clients, topology.flow(self.flow))
+        ok, behind = drained(status, self.max_lag, set(self.topics) if self.topics else None)
+        return ok, {"behind": describe_behind(behind), "total_lag": sum(behind.values()),
+                    "state": status.state.value, "message": f"replication of {self.flow} not drained within "
+                    f"{self.timeout_s:.0f}s (max_lag={self.max_lag}); behind: {describe_behind(behind) or 'none'}; "
+                    f"flow state {status.state.value}"}
+
+
+class GroupsInactiveTrigger(_PollingTrigger):
+    """Every listed consumer group EMPTY or absent on `cluster`."""
+
+    def __init__(self, *, cluster: str, groups: list[str], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.cluster, self.groups = cluster, list(groups)
+
+    def own_kwargs(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "groups": self.groups}
+
+    async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
+        active = await asyncio.to_thread(active_groups, clients.admin(self.cluster), self.groups)
+        names = ", ".join(f"{g} ({i.state}, {i.members} members)" for g, i in sorted(active.items()))
+        return not active, {"active": sorted(active), "message": f"consumer groups still active on {self.cluster} "
+                            f"after {self.timeout_s:.0f}s: {names}"}

@@ -1,0 +1,71 @@
+"""Connector state steps: pause, resume, stop — each a no-op when Connect already shows the target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirrorbook.connect.client import Call, ConnectClient, Endpoints
+from mirrorbook.connect.models import ConnectorStatus
+from mirrorbook.connect.wait import reached, wait_for
+from mirrorbook.runbooks.engine import Runbook, StepOutcome
+from mirrorbook.topology import FlowSpec
+
+ACTION_TARGET = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}
+TARGET_ACTION = {v: k for k, v in ACTION_TARGET.items()}
+# Stop replication first and bring it back last: the source connector leads on the way down.
+ORDER_DOWN = ("source", "checkpoint", "heartbeat")
+ORDER_UP = ("heartbeat", "checkpoint", "source")
+
+
+def connector_state(status: ConnectorStatus) -> dict[str, Any]:
+    return {"connector": status.connector.state, "tasks": [t.state for t in status.tasks]}
+
+
+def _failed(status: ConnectorStatus) -> bool:
+    return status.connector.state == "FAILED" or any(t.state == "FAILED" for t in status.tasks)
+
+
+def decide(status: ConnectorStatus, target: str) -> Call[Any] | None:
+    """The call that moves a connector toward `target`, or None when only waiting is needed."""
+    name = status.name
+    if reached(status, target):
+        return None
+    if target == "RUNNING":
+        if _failed(status):
+            return Endpoints.restart(name, include_tasks=True, only_failed=True)
+        return None if status.connector.state == "RUNNING" else Endpoints.resume(name)
+    if status.connector.state == target:
+        return None  # e.g. STOPPED already, tasks still shutting down: just wait
+    return Endpoints.pause(name) if target == "PAUSED" else Endpoints.stop(name)
+
+
+def set_connector_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str, target: str, *,
+                        wait: bool = True, timeout_s: float = 120.0) -> StepOutcome:
+    name = flow.connector(role)
+    verb = TARGET_ACTION[target]
+    with rb.step(f"connector.{verb}", flow.name) as step:
+        status = client.status(name)
+        step.observe(connector_state(status))
+        step.note(connector=name, role=role, target=target)
+        call = decide(status, target)
+        if call is not None:
+            step.connect(client, call, action=f"connector.{verb}",
+                         precondition=f"{name} is {status.summary()}; wanted {target}")
+        elif reached(status, target):
+            step.note(reason=f"already {target}")
+        if wait and not rb.dry_run:
+            status = wait_for(client, name, target, timeout_s=timeout_s)
+        step.settle(connector_state(status))
+    return step.outcome
+
+
+def roles_for(selection: str, target: str) -> list[str]:
+    """`all` or one role, in the order that keeps replication consistent for the target state."""
+    order = ORDER_UP if target == "RUNNING" else ORDER_DOWN
+    return list(order) if selection == "all" else [selection]
+
+
+def set_flow_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, selection: str, target: str, *,
+                   wait: bool = True, timeout_s: float = 120.0) -> list[StepOutcome]:
+    return [set_connector_state(rb, client, flow, role, target, wait=wait, timeout_s=timeout_s)
+            for role in roles_for(selection, target)]

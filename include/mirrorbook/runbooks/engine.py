@@ -1,0 +1,190 @@
+"""The step engine every runbook shares: read state -> decide -> act only if needed -> wait -> audit.
+
+A `Runbook` carries who runs what (run id, DAG, task, user, flow), the audit store and the dry-run
+flag. `with rb.step("connector.stop", ...) as step:` records one step event; inside, every mutating
+call goes through `step.mutate(...)`, which either performs it and audits the call, or — in a dry
+run — records it as planned with the precondition it checked, and performs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator, TypeVar
+
+from pydantic import BaseModel, Field
+
+from mirrorbook.audit import AuditStore
+from mirrorbook.audit.models import RequestSummary
+from mirrorbook.connect.client import Call, ConnectClient
+from mirrorbook.connect.errors import ConnectError
+from mirrorbook.errors import Refused
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class GateRefused(Refused):
+    """A precondition of a mutating step does not hold; nothing was changed."""
+
+
+class RunInfo(BaseModel):
+    run_id: str
+    dag_id: str | None = None
+    task_id: str | None = None
+    user: str | None = None
+
+
+class PlannedCall(BaseModel):
+    """One mutating call a dry run would make, and why."""
+
+    action: str
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
+    precondition: str
+
+    def describe(self) -> str:
+        body = f" {self.body}" if self.body else ""
+        return f"{self.method} {self.path}{body}   [because: {self.precondition}]"
+
+
+class StepOutcome(BaseModel):
+    step: str
+    flow: str | None
+    result: str  # ok | noop | planned | refused | error
+    mutations: int = 0
+    planned: list[PlannedCall] = Field(default_factory=list)
+    before: Any = None
+    after: Any = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    snapshot_id: str | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def summarize_body(body: Any, limit: int = 5) -> dict[str, Any] | None:
+    """A short, secret-free description of a request body (full data lives in snapshots)."""
+    if body is None:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("offsets"), list):
+        entries = body["offsets"]
+        return {"offsets": len(entries), "first": entries[:limit]}
+    if isinstance(body, dict):
+        return {k: body[k] for k in list(body)[:20]}
+    return {"value": str(body)[:200]}
+
+
+class Step:
+    def __init__(self, rb: "Runbook", action: str, flow: str | None) -> None:
+        self.rb, self.action, self.flow = rb, action, flow
+        self.outcome = StepOutcome(step=action, flow=flow, result="noop")
+
+    def observe(self, before: Any) -> None:
+        self.outcome.before = before
+
+    def settle(self, after: Any) -> None:
+        self.outcome.after = after
+
+    def note(self, **details: Any) -> None:
+        self.outcome.details.update(details)
+
+    def snapshot(self, kind: str, subject: str, payload: dict[str, Any], note: str | None = None) -> str | None:
+        """Keep what a mutation is about to overwrite. Dry runs take no snapshot (nothing is overwritten)."""
+        if self.rb.dry_run:
+            return None
+        sid = self.rb.audit.save_snapshot(kind, self.flow, subject, payload, run_id=self.rb.info.run_id, note=note)
+        self.outcome.snapshot_id = sid
+        return sid
+
+    def mutate(self, action: str, do: Callable[[], T], *, method: str, path: str, body: Any = None,
+               precondition: str) -> T | None:
+        """Perform (and audit) one mutating call — or, in a dry run, only plan it."""
+        summary = summarize_body(body)
+        if self.rb.dry_run:
+            planned = PlannedCall(action=action, method=method, path=path, body=summary, precondition=precondition)
+            self.outcome.planned.append(planned)
+            self.rb._event(action=action, kind="call", result="planned", mutating=True, flow=self.flow,
+                           request=RequestSummary(method=method, path=path, body=summary),
+                           details={"precondition": precondition})
+            log.info("[dry run] would %s", planned.describe())
+            return None
+        started = _now()
+        try:
+            out = do()
+        except Exception as exc:
+            status = exc.status if isinstance(exc, ConnectError) else None
+            self.rb._event(action=action, kind="call", result="error", mutating=True, flow=self.flow,
+                           request=RequestSummary(method=method, path=path, body=summary, status=status),
+                           error=str(exc), started_at=started, details={"precondition": precondition})
+            raise
+        self.outcome.mutations += 1
+        self.rb._event(action=action, kind="call", result="ok", mutating=True, flow=self.flow,
+                       request=RequestSummary(method=method, path=path, body=summary), started_at=started,
+                       snapshot_id=self.outcome.snapshot_id, details={"precondition": precondition})
+        return out
+
+    def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str) -> T | None:
+        """`mutate` for a Connect REST call."""
+        return self.mutate(action, lambda: client.run(call), method=call.method, path=call.path, body=call.body,
+                           precondition=precondition)
+
+
+class Runbook:
+    """One runbook task's view of the run: identity, audit store, dry-run flag, and its steps' outcomes."""
+
+    def __init__(self, info: RunInfo, audit: AuditStore, *, dry_run: bool = False) -> None:
+        self.info = info
+        self.audit = audit
+        self.dry_run = dry_run
+        self.outcomes: list[StepOutcome] = []
+
+    def _event(self, **fields: Any) -> None:
+        self.audit.record(run_id=self.info.run_id, dag_id=self.info.dag_id, task_id=self.info.task_id,
+                          user=self.info.user, **fields)
+
+    @contextmanager
+    def step(self, action: str, flow: str | None) -> Iterator[Step]:
+        step = Step(self, action, flow)
+        started = _now()
+        t0 = time.monotonic()
+        try:
+            yield step
+        except Refused as exc:
+            step.outcome.result = "refused"
+            self._finish(step, started, t0, error=str(exc))
+            raise
+        except Exception as exc:
+            step.outcome.result = "error"
+            self._finish(step, started, t0, error=str(exc))
+            raise
+        else:
+            o = step.outcome
+            o.result = "planned" if o.planned else "ok" if o.mutations else "noop"
+            self._finish(step, started, t0)
+
+    def _finish(self, step: Step, started: datetime, t0: float, error: str | None = None) -> None:
+        o = step.outcome
+        o.details["duration_s"] = round(time.monotonic() - t0, 3)
+        self._event(action=f"step.{step.action}", kind="step", result=o.result, mutating=False, flow=step.flow,
+                    state_before=o.before, state_after=o.after, error=error, started_at=started,
+                    snapshot_id=o.snapshot_id, details={**o.details, "mutations": o.mutations,
+                                                        "planned": [p.model_dump() for p in o.planned]})
+        self.outcomes.append(o)
+
+    # -- progress that survives task retries (XCom does not) ---------------------------------------
+    def progress_get(self, key: str, default: Any = None) -> Any:
+        return self.audit.progress_get(self.info.run_id, key, default)
+
+    def progress_set(self, key: str, value: Any) -> None:
+        if not self.dry_run:
+            self.audit.progress_set(self.info.run_id, key, value)
+
+    def summary(self) -> dict[str, Any]:
+        return {"run_id": self.info.run_id, "dry_run": self.dry_run,
+                "mutations": sum(o.mutations for o in self.outcomes),
+                "steps": [o.model_dump(mode="json") for o in self.outcomes]}

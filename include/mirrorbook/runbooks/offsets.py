@@ -1,0 +1,186 @@
+"""Connector offsets steps with Strimzi proposal 083 semantics: list, alter, reset, restore.
+
+Changes require a STOPPED connector (KIP-875). With `stop_first` the step does:
+snapshot -> stop -> wait STOPPED -> change -> read back while STOPPED -> restore the previous state.
+Without it, a connector that is not STOPPED is refused before any call. A change whose result is
+already in place is not sent at all, so re-running a finished runbook changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mirrorbook.connect.client import ConnectClient, Endpoints
+from mirrorbook.connect.models import ConnectorOffsets, OffsetEntry
+from mirrorbook.connect.wait import reached, wait_for
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.runbooks.connectors import TARGET_ACTION, connector_state
+from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
+from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
+
+SNAPSHOT_KIND = "connector-offsets"
+RESET = "reset"
+
+
+class OffsetsVerifyFailed(MirrorbookError):
+    pass
+
+
+def artifacts_dir() -> Path:
+    if os.environ.get("MIRRORBOOK_ARTIFACTS_DIR"):
+        return Path(os.environ["MIRRORBOOK_ARTIFACTS_DIR"])
+    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
+    return Path(home) / "mirrorbook" / "artifacts"
+
+
+def artifact_name(flow: FlowSpec, role: str) -> str:
+    """Strimzi's naming: `east-kafka->west-kafka.MirrorSourceConnector` -> `east-kafka--west-kafka.MirrorSourceConnector.json`."""
+    return f"{flow.source}--{flow.target}.{CONNECTOR_CLASSES[role]}.json"
+
+
+def _key(partition: dict[str, Any]) -> str:
+    return json.dumps(partition, sort_keys=True)
+
+
+def _index(offsets: ConnectorOffsets) -> dict[str, OffsetEntry]:
+    return {_key(e.partition): e for e in offsets.offsets}
+
+
+def plan_change(action: str, current: ConnectorOffsets, requested: ConnectorOffsets | None = None,
+                snapshot: ConnectorOffsets | None = None) -> ConnectorOffsets | str | None:
+    """What to send: a PATCH body, RESET (DELETE), or None when the result is already in place."""
+    now = _index(current)
+    if action == "reset":
+        return RESET if now else None
+    if action == "alter":
+        assert requested is not None
+        diff = [e for e in requested.offsets
+                if (now[_key(e.partition)].offset if _key(e.partition) in now else None) != e.offset]
+        return ConnectorOffsets(offsets=diff) if diff else None
+    if action == "restore":
+        assert snapshot is not None
+        want = _index(snapshot)
+        if not want:
+            return RESET if now else None
+        diff = [e for k, e in want.items() if k not in now or now[k].offset != e.offset]
+        diff += [OffsetEntry(partition=e.partition, offset=None) for k, e in now.items() if k not in want]
+        return ConnectorOffsets(offsets=diff) if diff else None
+    raise ValueError(f"unknown offsets action {action!r}")
+
+
+def _expected_after(action: str, current: ConnectorOffsets, change: ConnectorOffsets | str,
+                    snapshot: ConnectorOffsets | None) -> dict[str, Any]:
+    if change == RESET:
+        return {}
+    if action == "restore":
+        assert snapshot is not None
+        return {k: e.offset for k, e in _index(snapshot).items()}
+    after = {k: e.offset for k, e in _index(current).items()}
+    for e in change.offsets:  # type: ignore[union-attr]
+        if e.offset is None:
+            after.pop(_key(e.partition), None)
+        else:
+            after[_key(e.partition)] = e.offset
+    return after
+
+
+def list_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str,
+                 out_dir: Path | None = None) -> StepOutcome:
+    """GET the offsets, keep them in the audit (as a snapshot) and as Strimzi's JSON artifact."""
+    name = flow.connector(role)
+    with rb.step("offsets.list", flow.name) as step:
+        offsets = client.get_offsets(name).sorted()
+        body = offsets.to_body()
+        sid = rb.audit.save_snapshot(SNAPSHOT_KIND, flow.name, name, {"connector": name, "role": role, **body},
+                                     run_id=rb.info.run_id, note="listed")
+        step.outcome.snapshot_id = sid
+        path = (out_dir or artifacts_dir()) / artifact_name(flow, role)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(body, indent=2) + "\n")
+        rb.audit.record_artifact("connector-offsets", rb.info.run_id, str(path),
+                                 {"connector": name, "partitions": len(offsets.offsets), "snapshot_id": sid})
+        step.note(connector=name, partitions=len(offsets.offsets), artifact=str(path))
+        step.settle({"partitions": len(offsets.offsets)})
+    return step.outcome
+
+
+def load_snapshot_offsets(rb: Runbook, snapshot_id: str, connector: str) -> ConnectorOffsets:
+    snap = rb.audit.snapshot(snapshot_id)
+    if snap.kind != SNAPSHOT_KIND or snap.subject != connector:
+        raise GateRefused(f"Snapshot {snapshot_id} holds {snap.kind} of {snap.subject!r}, not the offsets of "
+                          f"connector {connector!r}", "pick a snapshot of this connector: mirrorbook audit snapshots")
+    return ConnectorOffsets(offsets=snap.payload.get("offsets", []))
+
+
+def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str, action: str, *,
+                   requested: ConnectorOffsets | None = None, snapshot_id: str | None = None,
+                   stop_first: bool = False, timeout_s: float = 120.0) -> StepOutcome:
+    name = flow.connector(role)
+    resume_key = f"offsets.{name}.state_before_stop"
+    with rb.step(f"offsets.{action}", flow.name) as step:
+        status = client.status(name)
+        current = client.get_offsets(name)
+        snapshot = load_snapshot_offsets(rb, snapshot_id, name) if action == "restore" else None
+        step.observe({**connector_state(status), "partitions": len(current.offsets)})
+        step.note(connector=name, role=role, stop_first=stop_first, restore_from=snapshot_id)
+        change = plan_change(action, current, requested, snapshot)
+        # A retry of this run may find the connector stopped by its previous attempt: honour the state it had.
+        previous = rb.progress_get(resume_key) or status.connector.state
+        if change is None:
+            step.note(reason="offsets already as requested")
+            _restore_state(rb, step, client, name, previous, status.connector.state, timeout_s)
+            rb.progress_set(resume_key, None)
+            step.settle(connector_state(client.status(name)) if not rb.dry_run else step.outcome.before)
+            return step.outcome
+
+        stopped = reached(status, "STOPPED")
+        if not stopped and not stop_first:
+            raise GateRefused(
+                f"Connector {name} is {status.connector.state}: it must be STOPPED before its offsets can be "
+                f"changed (KIP-875). Nothing was changed.",
+                "stop the flow first (mm2_pause_resume action=stop), or re-run with stop_first=true")
+        step.snapshot(SNAPSHOT_KIND, name, {"connector": name, "role": role, "state": status.connector.state,
+                                            **current.sorted().to_body()}, note=f"before offsets.{action}")
+        if not stopped:
+            rb.progress_set(resume_key, previous)
+            step.connect(client, Endpoints.stop(name), action="connector.stop",
+                         precondition=f"{name} is {status.summary()}; offsets change needs STOPPED (stop_first)")
+            if not rb.dry_run:
+                wait_for(client, name, "STOPPED", timeout_s=timeout_s)
+        precondition = f"{name} is STOPPED" if stopped else f"{name} will be STOPPED by the previous call"
+        if change == RESET:
+            step.connect(client, Endpoints.reset_offsets(name), action="offsets.reset", precondition=precondition)
+        else:
+            step.connect(client, Endpoints.alter_offsets(name, change), action=f"offsets.{action}",
+                         precondition=precondition)
+        if not rb.dry_run:
+            _verify(client, name, _expected_after(action, current, change, snapshot))
+        _restore_state(rb, step, client, name, previous, "STOPPED", timeout_s)
+        rb.progress_set(resume_key, None)
+        step.settle(connector_state(client.status(name)) if not rb.dry_run else {"planned": True})
+    return step.outcome
+
+
+def _verify(client: ConnectClient, name: str, expected: dict[str, Any]) -> None:
+    """Read the offsets back while the connector is still STOPPED (a running one moves them at once)."""
+    got = {k: e.offset for k, e in _index(client.get_offsets(name)).items()}
+    if got != expected:
+        missing = {k: v for k, v in expected.items() if got.get(k) != v}
+        extra = {k: v for k, v in got.items() if k not in expected}
+        raise OffsetsVerifyFailed(f"Offsets of {name} read back differ from what was written: "
+                                  f"expected-but-not-found={missing}, unexpected={extra}")
+
+
+def _restore_state(rb: Runbook, step: Any, client: ConnectClient, name: str, previous: str, now: str,
+                   timeout_s: float) -> None:
+    """Put the connector back in the state it had before `stop_first` stopped it."""
+    if previous in ("STOPPED", now) or previous not in TARGET_ACTION:
+        return
+    call = Endpoints.resume(name) if previous == "RUNNING" else Endpoints.pause(name)
+    step.connect(client, call, action=f"connector.{TARGET_ACTION[previous]}",
+                 precondition=f"{name} was {previous} before stop_first stopped it")
+    if not rb.dry_run:
+        wait_for(client, name, previous, timeout_s=timeout_s)

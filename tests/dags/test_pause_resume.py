@@ -1,0 +1,103 @@
+"""mm2_pause_resume end to end: real Airflow (dag.test), real Connect, audit trail checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirrorbook.audit.models import LockHolder
+from mirrorbook.connect import ConnectClient
+from tests.faultproxy import FaultProxy
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+
+def states(url: str, flow) -> dict[str, tuple[str, list[str]]]:
+    with ConnectClient(url) as c:
+        out = {}
+        for role, name in flow.connectors.items():
+            st = c.status(name)
+            out[role] = (st.connector.state, [t.state for t in st.tasks])
+        return out
+
+
+@pytest.mark.parametrize("action,expect", [
+    ("pause", "PAUSED"),
+    ("stop", "STOPPED"),
+])
+def test_each_action_twice_second_run_changes_nothing(run_dag, dag_scratch, connect_b_url, action, expect):
+    conf = {"flow": dag_scratch.flow.name, "action": action, "connectors": "all"}
+    first = run_dag("mm2_pause_resume", conf)
+    assert first.state == "success", first.failure() or first.task_states()
+    after = states(connect_b_url, dag_scratch.flow)
+    assert {s for s, _ in after.values()} == {expect}
+    if expect == "STOPPED":
+        assert all(tasks == [] for _, tasks in after.values())
+    assert first.mutating_calls() == 3
+
+    second = run_dag("mm2_pause_resume", conf)
+    assert second.state == "success"
+    assert second.mutating_calls() == 0
+    assert states(connect_b_url, dag_scratch.flow) == after
+    noops = [e for e in second.events(kind="step") if e.action.startswith("step.connector.")]
+    assert [e.result for e in noops] == ["noop"] * 3
+
+    resumed = run_dag("mm2_pause_resume", {**conf, "action": "resume"})
+    assert resumed.state == "success" and resumed.mutating_calls() == 3
+    assert {s for s, _ in states(connect_b_url, dag_scratch.flow).values()} == {"RUNNING"}
+    again = run_dag("mm2_pause_resume", {**conf, "action": "resume"})
+    assert again.mutating_calls() == 0
+
+
+def test_one_connector_only(run_dag, dag_scratch, connect_b_url):
+    run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "connectors": "checkpoint"})
+    assert run.state == "success"
+    now = states(connect_b_url, dag_scratch.flow)
+    assert now["checkpoint"][0] == "PAUSED" and now["source"][0] == "RUNNING" and now["heartbeat"][0] == "RUNNING"
+
+
+def test_dry_run_plans_and_changes_nothing(run_dag, dag_scratch, connect_b_url, use_topology):
+    before = states(connect_b_url, dag_scratch.flow)
+    with FaultProxy(connect_b_url) as proxy:
+        use_topology(dag_scratch.topology, connect_url=proxy.url)
+        run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "stop", "dry_run": True})
+    assert run.state == "success", run.failure()
+    assert states(connect_b_url, dag_scratch.flow) == before
+    assert [c.method for c in proxy.calls()] == ["GET"] * len(proxy.calls())  # reads only
+    planned = [e for e in run.events(kind="call") if e.result == "planned"]
+    assert [(e.request.method, e.request.path.rsplit("/", 1)[-1]) for e in planned] == [("PUT", "stop")] * 3
+    assert all("is connector=RUNNING" in e.details["precondition"] for e in planned)
+    assert run.mutating_calls() == 0
+    report = [e for e in run.events() if e.action == "step.connector.stop"]
+    assert {e.result for e in report} == {"planned"}
+
+
+def test_unknown_flow_fails_first_task_without_any_call(run_dag, dag_scratch, connect_b_url, use_topology):
+    with FaultProxy(connect_b_url) as proxy:
+        use_topology(dag_scratch.topology, connect_url=proxy.url)
+        run = run_dag("mm2_pause_resume", {"flow": "X->Y", "action": "pause"})
+    assert run.state == "failed"
+    tis = run.task_states()
+    assert tis["validate_params"] == "failed" and tis["apply"] == "upstream_failed"
+    assert proxy.calls() == []
+    assert run.mutating_calls() == 0
+
+
+def test_second_runbook_on_a_locked_flow_is_refused(run_dag, dag_scratch, connect_b_url, audit, use_topology):
+    holder = LockHolder(run_id="manual__other-run", dag_id="mm2_offsets", user="alice")
+    audit.acquire_lock(dag_scratch.flow.name, holder)
+    try:
+        with FaultProxy(connect_b_url) as proxy:
+            use_topology(dag_scratch.topology, connect_url=proxy.url)
+            run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "stop"})
+        assert run.state == "failed"
+        assert run.task_states()["lock_flow"] == "failed"
+        text = run.failure()
+        assert "locked by run manual__other-run of DAG mm2_offsets (triggered by alice)" in text
+        assert [c for c in proxy.calls() if c.method != "GET"] == []
+        assert audit.lock_holder(dag_scratch.flow.name).run_id == "manual__other-run"  # not released by the loser
+    finally:
+        audit.release_lock(dag_scratch.flow.name, "manual__other-run")
+    # Once free, the same request goes through and releases the lock at the end.
+    use_topology(dag_scratch.topology)
+    run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause"})
+    assert run.state == "success" and audit.lock_holder(dag_scratch.flow.name) is None

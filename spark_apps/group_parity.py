@@ -28,7 +28,8 @@ Inputs (Parquet; extra columns ignored, nullable columns may be absent):
 Outputs:
   <output>/rows     every classified row (Parquet): the key, expected_offset, true_offset,
                     reference_offset, reference_kind, committed_offset, low, high, status, n,
-                    classification, out_of_range, failed, reason, source_* columns
+                    classification, out_of_range, failed, reason, source_* columns,
+                    input_error (duplicate or null input rows for the key: then exit 2, no verdict)
   --summary         JSON: status, passed, counts per status, totals (records re-read / skipped),
                     per-group figures, failing rows (label + reason), inputs and outputs
 
@@ -72,19 +73,48 @@ def load_inputs(spark: SparkSession, args: argparse.Namespace) -> tuple[DataFram
     expected = pc.read_snapshot(spark, args.expected, pc.EXPECTED, "expected")
     actual = pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual")
     marks = pc.read_snapshot(spark, args.watermarks, pc.WATERMARKS, "watermarks") if args.watermarks else None
-    pc.validate(expected, KEY, KEY + ["expected_offset"], "expected")
-    pc.validate(actual, KEY, KEY + ["committed_offset"], "actual")
-    if marks is not None:
+    if marks is not None:  # small: validated on its own; the big inputs are validated while classified
         pc.validate(marks, ["cluster", "topic", "partition"], ["low", "high"], "watermarks")
     return expected, actual, marks
 
 
-def in_scope(expected: DataFrame, actual: DataFrame, regex: str | None) -> DataFrame:
-    """Actual rows of groups the check is about; other groups on the cluster are none of its business."""
-    scoped = actual.join(expected.select("cluster", "group").distinct(), ["cluster", "group"], "left_semi")
+EXPECTED_VALUES = ["expected_offset", "true_offset", "source_cluster", "source_topic", "source_partition",
+                   "source_committed"]
+
+
+def combine(expected: DataFrame, actual: DataFrame) -> DataFrame:
+    """Expected and committed rows meet per key in ONE shuffle: a grouped aggregation over their union,
+    partitioned by (cluster, group) so the scope lookup below needs no second shuffle. This replaces a
+    full outer join plus two duplicate checks (three shuffles of the big inputs)."""
+    typed = {f.name: f.dataType for f in pc.EXPECTED.fields}
+    exp = expected.select(*KEY, F.lit(1).alias("_e"), F.lit(0).alias("_a"), *EXPECTED_VALUES,
+                          F.lit(None).cast("long").alias("committed_offset"))
+    act = actual.select(*KEY, F.lit(0).alias("_e"), F.lit(1).alias("_a"),
+                        *[F.lit(None).cast(typed[c]).alias(c) for c in EXPECTED_VALUES], "committed_offset")
+    both = exp.unionByName(act).repartition("cluster", "group")
+    return both.groupBy(*KEY).agg(F.sum("_e").alias("expected_rows"), F.sum("_a").alias("actual_rows"),
+                                  *[F.max(c).alias(c) for c in EXPECTED_VALUES + ["committed_offset"]])
+
+
+def input_error_col() -> Column:
+    """Why a key's input rows are unusable (duplicates would hide or invent differences), else null."""
+    key_null = F.greatest(*[F.col(k).isNull() for k in KEY])
+    return (F.when(key_null, F.lit("null in a key column"))
+            .when(F.col("expected_rows") > 1, F.concat(F.col("expected_rows").cast("string"), F.lit(" expected rows")))
+            .when(F.col("actual_rows") > 1, F.concat(F.col("actual_rows").cast("string"), F.lit(" actual rows")))
+            .when((F.col("expected_rows") > 0) & F.col("expected_offset").isNull(), F.lit("null expected_offset"))
+            .when((F.col("actual_rows") > 0) & F.col("committed_offset").isNull(), F.lit("null committed_offset")))
+
+
+def in_scope(rows: DataFrame, regex: str | None) -> DataFrame:
+    """Keep expected rows, and actual rows of groups the check is about (those with an expected row on that
+    cluster, or matching `regex`); other groups on the cluster are none of its business."""
+    scope = rows.filter("expected_rows > 0").select("cluster", "group").distinct().withColumn("_in_scope", F.lit(True))
+    rows = rows.join(F.broadcast(scope), ["cluster", "group"], "left")
+    keep = F.coalesce(F.col("_in_scope"), F.lit(False))
     if regex:
-        scoped = scoped.unionByName(actual.filter(F.col("group").rlike(regex))).distinct()
-    return scoped
+        keep = keep | F.col("group").rlike(regex)
+    return rows.filter(keep).drop("_in_scope")
 
 
 def status_col(has_expected: Column, committed: Column, reference: Column) -> Column:
@@ -124,14 +154,12 @@ def reason_col(max_reread: int | None) -> Column:
 
 
 def classify(expected: DataFrame, actual: DataFrame, marks: DataFrame | None, args: argparse.Namespace) -> DataFrame:
-    exp = expected.withColumn("_has_expected", F.lit(True))
-    act = in_scope(expected, actual, args.scope_group_regex)
-    rows = exp.join(act, KEY, "full_outer")
+    rows = in_scope(combine(expected, actual), args.scope_group_regex)
     if marks is not None:
-        rows = rows.join(marks, ["cluster", "topic", "partition"], "left")
+        rows = rows.join(F.broadcast(marks), ["cluster", "topic", "partition"], "left")
     else:
         rows = rows.withColumn("low", F.lit(None).cast("long")).withColumn("high", F.lit(None).cast("long"))
-    has_expected = F.coalesce(F.col("_has_expected"), F.lit(False))
+    has_expected = F.col("expected_rows") > 0
     reference = F.coalesce(F.col("true_offset"), F.col("expected_offset"))
     committed = F.col("committed_offset")
     rows = (rows
@@ -149,11 +177,11 @@ def classify(expected: DataFrame, actual: DataFrame, marks: DataFrame | None, ar
                                                    F.lit(False))))
     rows = rows.withColumn("failed", failed_col(F.col("status"), F.col("n"), F.col("out_of_range"),
                                                 args.max_reread, args.fail_unexpected))
-    rows = rows.withColumn("reason", reason_col(args.max_reread))
+    rows = rows.withColumn("reason", reason_col(args.max_reread)).withColumn("input_error", input_error_col())
     return rows.select(*KEY, "expected_offset", "true_offset", "reference_offset", "reference_kind",
                        "committed_offset", "low", "high", "status", "n", "classification", "out_of_range",
                        "failed", "reason", "source_cluster", "source_topic", "source_partition",
-                       "source_committed")
+                       "source_committed", "input_error")
 
 
 def failure_entry(r: dict[str, Any]) -> dict[str, Any]:
@@ -172,8 +200,15 @@ def summarize(spark: SparkSession, path: str, args: argparse.Namespace) -> dict[
         F.sum(F.when(is_("SKIP"), F.col("n")).otherwise(0)).alias("skipped_records"),
         F.sum(F.col("failed").cast("long")).alias("failures_total"),
         F.countDistinct("cluster", "group").alias("groups_total"),
+        F.count("input_error").alias("input_errors"),
     ).first().asDict()
     figures = {k: int(v or 0) for k, v in figures.items()}
+    if figures["input_errors"]:
+        bad = res.filter(F.col("input_error").isNotNull()).select(*KEY, "input_error").limit(5).collect()
+        shown = "; ".join(f"{r['cluster']} group {r['group']} {pc.tp_label(r['topic'], r['partition'])}: "
+                          f"{r['input_error']}" for r in bad)
+        raise pc.InputError(f"{figures['input_errors']} key(s) with unusable input rows (the results in {path} "
+                            f"are no verdict): {shown}")
     per_group = res.groupBy("cluster", "group").agg(
         F.count(F.lit(1)).alias("partitions"),
         *[F.sum(is_(s).cast("long")).alias(s.lower().replace("-", "")) for s in STATUS_ORDER],

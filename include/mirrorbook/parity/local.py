@@ -58,4 +58,4 @@ def classify_groups(expected: pa.Table, actual: pa.Table, watermarks: pa.Table |
         "status": status, "n": pc.cast(n, pa.int64()), "classification": classification,
         "out_of_range": out_of_range, "failed": failed,
         **{k: rows[k] for k in ("source_cluster", "source_topic", "source_partition", "source_committed")},
-    })
+    })  # no `reason`/`input_error`: the reference does not validate (the app does)

@@ -91,6 +91,7 @@ GROUP_RESULT = pa.schema([
     pa.field("failed", pa.bool_()),
     pa.field("reason", pa.string()),             # set on failed rows
     *[EXPECTED.field(n) for n in ("source_cluster", "source_topic", "source_partition", "source_committed")],
+    pa.field("input_error", pa.string()),        # duplicate/null input rows for the key: the job is no verdict
 ])
 
 STATUSES = ("OK", "RE-READ", "SKIP", "MISSING", "UNEXPECTED")

@@ -1,0 +1,320 @@
+"""docker-compose.yml against what the devstack runs, so the two deployments cannot drift apart.
+
+Pure parsing (PyYAML, no Docker): the Kafka version, the broker settings, the Connect workers and
+MM2 connector configs, the Airflow connections and the topology file compose points Airflow at.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+from pathlib import Path, PurePosixPath
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from mirrorbook.devstack import config, stack, versions
+from mirrorbook.topology import FlowSpec, Topology, load_topology
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "docker-compose.yml"
+KAFKA_SERVICES = {"A": "kafka-a", "B": "kafka-b"}
+CONNECT_SERVICES = {"B": "connect-b", "A": "connect-a"}
+# Broker properties compose sets its own way: listeners for the compose network and the host, a static
+# controller quorum (what the image's launch script formats), the image's data dir.
+BROKER_KEYS_PER_DEPLOYMENT = {"listeners", "advertised.listeners", "controller.quorum.bootstrap.servers",
+                              "listener.security.protocol.map", "log.dirs"}
+# Worker properties that name where the worker runs.
+WORKER_KEYS_PER_DEPLOYMENT = {"bootstrap.servers", "listeners", "rest.advertised.host.name", "rest.advertised.port"}
+BOOTSTRAP_KEYS = {"source.cluster.bootstrap.servers", "target.cluster.bootstrap.servers"}
+
+
+# -- loading ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def render() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("render_configs", REPO / "docker" / "render_configs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def env(service: dict[str, Any]) -> dict[str, str]:
+    raw = service.get("environment") or {}
+    if isinstance(raw, list):
+        raw = dict(item.split("=", 1) for item in raw)
+    return {k: str(v) for k, v in raw.items()}
+
+
+def command(service: dict[str, Any]) -> list[str]:
+    cmd = service.get("command") or []
+    return shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def published(service: dict[str, Any]) -> dict[int, int]:
+    """Container port -> host port of `ports: ["HOST:CONTAINER"]`."""
+    out = {}
+    for spec in service.get("ports", []):
+        host, container = str(spec).rsplit(":", 2)[-2:]
+        out[int(container)] = int(host)
+    return out
+
+
+def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Container path -> repo path of the service's bind mounts (`./x:/y[:ro]`)."""
+    out = {}
+    for v in service.get("volumes", []):
+        parts = str(v).split(":")
+        if parts[0].startswith("."):
+            out[parts[1]] = (REPO / parts[0]).resolve()
+    return out
+
+
+def host_path(service: dict[str, Any], container_path: str) -> Path:
+    """The repo file a container path of `service` comes from, through its bind mounts."""
+    for target, source in sorted(bind_mounts(service).items(), key=lambda kv: -len(kv[0])):
+        try:
+            rel = PurePosixPath(container_path).relative_to(target)
+        except ValueError:
+            continue
+        return source / rel
+    raise AssertionError(f"{container_path} is not inside a bind mount of the service")
+
+
+def properties(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            k, _, v = line.partition("=")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def kafka_env_to_property(name: str) -> str:
+    """The apache/kafka image's rule: KAFKA_ dropped; `_` -> `.`, `__` -> `_`, `___` -> `-`; lower case."""
+    body = name[len("KAFKA_"):]
+    body = re.sub(r"(?<!_)_(?!_)", ".", body).replace("___", "-").replace("__", "_")
+    return body.lower()
+
+
+def airflow_connections(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k[len("AIRFLOW_CONN_"):].lower(): json.loads(v) for k, v in env(service).items()
+            if k.startswith("AIRFLOW_CONN_")}
+
+
+@pytest.fixture(scope="module")
+def airflow(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return services["airflow-scheduler"]
+
+
+@pytest.fixture(scope="module")
+def topology(airflow: dict[str, Any]) -> Topology:
+    return load_topology(host_path(airflow, env(airflow)["MIRRORBOOK_TOPOLOGY"]))
+
+
+# -- images and services ---------------------------------------------------------------------------------
+
+def test_every_component_has_a_service(services):
+    for name in ("kafka-a", "kafka-b", "connect-b", "connect-a", "postgres", "airflow-api-server",
+                 "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker"):
+        assert name in services, f"docker-compose.yml has no service {name}"
+    assert services["connect-a"].get("profiles") == ["reverse"], "the B->A worker is optional (profile reverse)"
+
+
+def test_kafka_images_are_the_devstack_version(services):
+    kafka_images = {name: s["image"] for name, s in services.items() if str(s.get("image", "")).startswith("apache/kafka")}
+    assert {"kafka-a", "kafka-b", "connect-b", "connect-a", "kafka-init"} <= set(kafka_images)
+    for name, image in kafka_images.items():
+        assert image == f"apache/kafka:{versions.KAFKA_VERSION}", f"{name} runs {image}"
+
+
+def test_spark_image_matches_pyspark(services):
+    for name in ("spark-master", "spark-worker"):
+        assert services[name]["image"] == f"apache/spark:{versions.SPARK_VERSION}"
+
+
+def test_airflow_image_is_built_on_airflow_332(services, compose):
+    dockerfile = REPO / compose["x-airflow-common"]["build"]["dockerfile"]
+    text = dockerfile.read_text()
+    assert "ARG AIRFLOW_VERSION=3.3.2" in text and "FROM apache/airflow:${AIRFLOW_VERSION}" in text
+    assert "requirements.lock" in text and "pip install" in text
+    lock = (REPO / "requirements.lock").read_text()
+    assert "apache-airflow==3.3.2" in lock
+    for name in ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
+        assert services[name]["image"] == "mirrorbook-airflow:3.3.2"
+    assert services["postgres"]["image"].startswith("postgres:")
+
+
+# -- Kafka brokers ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("alias", ["A", "B"])
+def test_broker_settings_match_the_devstack(services, alias):
+    e = env(services[KAFKA_SERVICES[alias]])
+    props = {kafka_env_to_property(k): v for k, v in e.items() if k.startswith("KAFKA_") and k != "KAFKA_HEAP_OPTS"}
+    devstack = config.broker_properties(9092, 9093, Path("/data"))
+    for key, value in devstack.items():
+        if key in BROKER_KEYS_PER_DEPLOYMENT:
+            continue
+        assert props.get(key) == config._prop(value), f"{KAFKA_SERVICES[alias]}: {key}"
+    assert e["CLUSTER_ID"] and len(e["CLUSTER_ID"]) == 22
+
+
+def test_brokers_have_distinct_ids_and_consistent_listeners(services, topology):
+    ids = {env(services[s])["CLUSTER_ID"] for s in KAFKA_SERVICES.values()}
+    assert len(ids) == 2, "A and B are two clusters: two cluster ids"
+    host_ports = set()
+    for alias, name in KAFKA_SERVICES.items():
+        e = env(services[name])
+        listeners = dict(l.split("://") for l in e["KAFKA_LISTENERS"].split(","))
+        advertised = dict(l.split("://") for l in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
+        protocols = dict(p.split(":") for p in e["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+        assert set(listeners) <= set(protocols), f"{name}: a listener without a security protocol"
+        # Compose clients reach the broker where the topology says; host clients on the published port.
+        assert advertised["PLAINTEXT"] == topology.clusters[alias].bootstrap_servers
+        assert advertised["PLAINTEXT"] == f"{name}:{listeners['PLAINTEXT'].rsplit(':', 1)[1]}"
+        host_port = int(advertised["PLAINTEXT_HOST"].rsplit(":", 1)[1])
+        assert advertised["PLAINTEXT_HOST"].startswith("localhost:")
+        assert listeners["PLAINTEXT_HOST"] == f":{host_port}"
+        assert published(services[name]) == {host_port: host_port}
+        assert e["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"1@{name}:{listeners['CONTROLLER'].rsplit(':', 1)[1]}"
+        host_ports.add(host_port)
+    assert len(host_ports) == 2
+
+
+def test_canary_topic_is_created_on_every_source(services, topology):
+    script = " ".join(command(services["kafka-init"]))
+    assert stack.CANARY_TOPIC in script
+    for flow in topology.flows:
+        assert topology.clusters[flow.source].bootstrap_servers in script
+
+
+# -- Connect and MM2 -------------------------------------------------------------------------------------
+
+def test_generated_connect_files_are_current(render):
+    stale = render.stale(render.rendered())
+    assert not stale, f"re-run `python docker/render_configs.py`: stale {[str(p.relative_to(REPO)) for p in stale]}"
+
+
+@pytest.mark.parametrize("alias", ["B", "A"])
+def test_workers_match_the_devstack(services, topology, render, alias):
+    service = services[CONNECT_SERVICES[alias]]
+    cmd = command(service)
+    assert cmd[0].endswith("/connect-distributed.sh")
+    props = properties(host_path(service, cmd[1]).read_text())
+    url = urlsplit(topology.connect_clusters[alias].url)
+    devstack = config.worker_properties(alias, "x:1", url.port, config.StackSettings())
+    for key, value in devstack.items():
+        if key not in WORKER_KEYS_PER_DEPLOYMENT:
+            assert props.get(key) == config._prop(value), f"{CONNECT_SERVICES[alias]}: {key}"
+    # Bootstrapped on the worker's own (target) cluster; reachable where the topology says.
+    assert props["bootstrap.servers"] == topology.clusters[alias].bootstrap_servers
+    assert url.hostname == CONNECT_SERVICES[alias] == props["rest.advertised.host.name"]
+    assert props["listeners"] == f"http://0.0.0.0:{url.port}" and props["rest.advertised.port"] == str(url.port)
+    assert url.port in published(service)
+    assert service["healthcheck"]["test"][-1] == str(url.port)
+
+
+def flow_connectors(services: dict[str, Any], flow: FlowSpec) -> dict[str, dict[str, str]]:
+    """name -> config the init service of the flow's Connect cluster registers."""
+    worker = CONNECT_SERVICES[flow.connect_cluster]
+    init = services[f"{worker}-init"]
+    cmd = command(init)
+    assert cmd[cmd.index("--url") + 1] == f"http://{worker}:8083"
+    files: list[Path] = []
+    for arg in cmd[cmd.index("--url") + 2:]:
+        p = host_path(init, arg)
+        files.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
+    specs = [json.loads(f.read_text()) for f in files]
+    return {s["name"]: s["config"] for s in specs}
+
+
+@pytest.mark.parametrize("flow_name", ["A->B", "B->A"])
+def test_connectors_match_the_devstack(services, topology, render, flow_name):
+    flow = topology.flow(flow_name)
+    registered = flow_connectors(services, flow)
+    assert set(registered) == {name for _, name in flow.connectors.items()}
+    assert set(registered) == {f"{flow_name}.MirrorSourceConnector", f"{flow_name}.MirrorCheckpointConnector",
+                               f"{flow_name}.MirrorHeartbeatConnector"}
+    devstack = config.connector_configs(flow, {"A": "a:1", "B": "b:1"}, config.Mm2Settings())
+    ignored = BOOTSTRAP_KEYS | set(render.INTERVAL_KEYS)
+    for name, expected in devstack.items():
+        got = registered[name]
+        assert set(got) == set(expected), f"{name}: keys differ"
+        for key in set(expected) - ignored:
+            assert got[key] == expected[key], f"{name}: {key}"
+        # The addresses are the compose ones of the topology.
+        assert got["source.cluster.bootstrap.servers"] == topology.clusters[flow.source].bootstrap_servers
+        assert got["target.cluster.bootstrap.servers"] == topology.clusters[flow.target].bootstrap_servers
+    source = registered[flow.connector("source")]
+    assert source["connector.class"] == "org.apache.kafka.connect.mirror.MirrorSourceConnector"
+    assert (source["source.cluster.alias"], source["target.cluster.alias"]) == (flow.source, flow.target)
+    assert source["replication.policy.class"].endswith("DefaultReplicationPolicy")
+    assert source["key.converter"] == source["value.converter"] == source["header.converter"] == config.BYTES
+
+
+def test_init_waits_for_its_worker_and_the_canaries(services):
+    for worker in CONNECT_SERVICES.values():
+        deps = services[f"{worker}-init"]["depends_on"]
+        assert deps[worker]["condition"] == "service_healthy"
+        assert deps["kafka-init"]["condition"] == "service_completed_successfully"
+    assert services["connect-a-init"].get("profiles") == ["reverse"]
+
+
+# -- Airflow ---------------------------------------------------------------------------------------------
+
+def test_topology_file_is_the_sample_and_valid(airflow, topology):
+    assert host_path(airflow, env(airflow)["MIRRORBOOK_TOPOLOGY"]) == REPO / "include" / "topology.yaml"
+    assert topology.flow_names() == ["A->B", "B->A"]
+
+
+def test_airflow_connections_match_the_topology(airflow, topology):
+    conns = airflow_connections(airflow)
+    for alias, spec in topology.clusters.items():
+        conn = conns[spec.connection_id]
+        assert conn["conn_type"] == "kafka"
+        assert conn["extra"]["bootstrap.servers"] == spec.bootstrap_servers
+    for alias, spec in topology.connect_clusters.items():
+        conn = conns[spec.connection_id]
+        url = urlsplit(spec.url)
+        assert conn["conn_type"] == "kafka_connect"
+        assert (conn["host"], conn["port"], conn.get("schema", "http")) == (url.hostname, url.port, url.scheme)
+    assert conns["spark_default"]["conn_type"] == "spark"
+
+
+def test_every_airflow_component_shares_one_configuration(services):
+    names = ["airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
+    envs = [env(services[n]) for n in names]
+    assert all(e == envs[0] for e in envs)
+    e = envs[0]
+    assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql")
+    assert e["MIRRORBOOK_AUDIT_URL"].startswith("postgresql") and "@postgres:5432/" in e["MIRRORBOOK_AUDIT_URL"]
+    assert e["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-api-server:8080/execution/"
+    assert host_path(services["airflow-scheduler"], e["MIRRORBOOK_SPARK_APPS"]) == REPO / "spark_apps"
+    assert host_path(services["airflow-scheduler"], "/opt/airflow/dags") == REPO / "dags"
+    assert published(services["airflow-api-server"]) == {8080: 8080}
+    audit_db = e["MIRRORBOOK_AUDIT_URL"].rsplit("/", 1)[1]
+    assert f"CREATE DATABASE {audit_db}" in (REPO / "docker" / "postgres" / "init-mirrorbook.sql").read_text()
+
+
+def test_published_host_ports_are_unique(services):
+    seen: dict[int, str] = {}
+    for name, service in services.items():
+        for host in published(service).values():
+            assert host not in seen, f"host port {host} published by {seen.get(host)} and {name}"
+            seen[host] = name

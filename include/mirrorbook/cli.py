@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("mirrorbook.mm2.cli", fromlist=["register"]).register(sub)  # mirrorbook translate
     audit_cli.register(sub)
     flows_cli.register(sub)
+    __import__("mirrorbook.demo", fromlist=["register"]).register(sub)  # mirrorbook demo
     return parser
 
 

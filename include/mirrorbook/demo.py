@@ -130,6 +130,9 @@ def start_stack(stack: DevStack) -> Topology:
 def load_workload(clients: Clients, flow: FlowSpec, workload: Workload) -> LoadReport:
     print(f"==> workload on {flow.source}: {len(workload.topics)} topics x {PARTITIONS} partitions, "
           f"{workload.records} records appended per partition", flush=True)
+    existing = sorted(set(clients.admin(flow.source).topics()) & set(workload.topics))
+    if existing:
+        print(f"    {', '.join(existing)} exist from an earlier run: appending to them", flush=True)
     report = load(clients.kafka_config(flow.source), workload.topics, PARTITIONS, workload.records,
                   workload.groups, origin="demo")
     for g in workload.groups:

@@ -48,3 +48,72 @@ def wait_mirrored(admin_src: KafkaAdmin, admin_dst: KafkaAdmin, topic: str, remo
 def seqs(bootstrap: str, tp: TP, start: int, end: int) -> list[int]:
     """The workload sequence numbers a consumer positioned at `start` reads up to `end`."""
     return [json.loads(m.value())["seq"] for m in read_ranges(bootstrap, {tp: (start, end)})]
+
+
+def next_seqs_as_group(bootstrap: str, group: str, tps: list[TP], timeout: float = 30.0) -> dict[TP, int | None]:
+    """What a consumer of `group` reads first on each partition, starting from the group's committed
+    offsets (auto.offset.reset=error: a missing offset fails instead of silently starting elsewhere).
+    None: the group is at the end of that partition. Assigns, never joins: the group stays inactive."""
+    from confluent_kafka import OFFSET_STORED, Consumer, KafkaException, TopicPartition
+
+    admin = KafkaAdmin(bootstrap)
+    highs = admin.high_watermarks(tps)
+    committed = admin.committed_offsets([group]).get(group, {})
+    missing = [tp for tp in tps if tp not in committed]
+    assert not missing, f"group {group} has no committed offset on {missing}"
+    out: dict[TP, int | None] = {tp: None for tp in tps if committed[tp] >= highs[tp]}
+    todo = {tp for tp in tps if tp not in out}
+    if not todo:
+        return out
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(tp.topic, tp.partition, OFFSET_STORED) for tp in todo])
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                raise KafkaException(m.error())
+            tp = TP(m.topic(), m.partition())
+            if tp in todo:
+                out[tp] = json.loads(m.value())["seq"]
+                todo.discard(tp)
+                c.pause([TopicPartition(tp.topic, tp.partition)])
+    finally:
+        c.close()
+    assert not todo, f"no record read for {sorted(todo)} as group {group}"
+    return out
+
+
+class ActiveConsumer:
+    """A real consumer, subscribed as a member of `group` (so the group is STABLE/active) until stopped."""
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str]) -> None:
+        import threading
+
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                  "auto.offset.reset": "latest", "session.timeout.ms": 10000})
+        self.consumer.subscribe(topics)
+        self.group, self.bootstrap = group, bootstrap
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.consumer.poll(0.2)
+
+    def __enter__(self) -> "ActiveConsumer":
+        self._thread.start()
+        admin = KafkaAdmin(self.bootstrap)
+        eventually(lambda: admin.describe_groups([self.group])[self.group].members > 0, timeout=30,
+                   what=f"{self.group} active")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()

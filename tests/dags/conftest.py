@@ -51,13 +51,19 @@ def audit(airflow_env: dict[str, str]) -> AuditStore:
     return AuditStore.from_env()
 
 
-def write_topology(tmp_path: Path, topology: Topology, connect_url: str | None = None) -> Path:
-    """A topology file for one test; `connect_url` routes its Connect calls (e.g. through a fault proxy)."""
+def write_topology(tmp_path: Path, topology: Topology, connect_url: str | None = None,
+                   detach: bool = False) -> Path:
+    """A topology file for one test. `connect_url` routes its Connect calls (e.g. through a fault proxy);
+    `detach` makes it use its own addresses instead of the session's Airflow connections."""
     topo = topology.model_copy(deep=True)
-    if connect_url:
+    tag = uuid.uuid4().hex[:6]
+    if connect_url or detach:
         for spec in topo.connect_clusters.values():
-            spec.url = connect_url
-            spec.connection_id = f"not_defined_{uuid.uuid4().hex[:6]}"  # so the topology url is used
+            spec.url = connect_url or spec.url
+            spec.connection_id = f"not_defined_{tag}_{spec.connection_id}"  # so the topology url is used
+    if detach:
+        for spec in topo.clusters.values():
+            spec.connection_id = f"not_defined_{tag}_{spec.connection_id}"
     path = tmp_path / "topology.yaml"
     path.write_text(topo.to_yaml())
     return path
@@ -65,8 +71,8 @@ def write_topology(tmp_path: Path, topology: Topology, connect_url: str | None =
 
 @pytest.fixture
 def use_topology(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    def use(topology: Topology, connect_url: str | None = None) -> Path:
-        path = write_topology(tmp_path, topology, connect_url)
+    def use(topology: Topology, connect_url: str | None = None, detach: bool = False) -> Path:
+        path = write_topology(tmp_path, topology, connect_url, detach)
         monkeypatch.setenv("MIRRORBOOK_TOPOLOGY", str(path))
         return path
     return use
@@ -88,6 +94,12 @@ class Run:
     def mutating_calls(self) -> int:
         return self.audit.count_mutating(self.run_id)
 
+    def report(self) -> dict[str, Any]:
+        """The failover/failback report the run's report task stored (as an audit artifact)."""
+        arts = [a for a in self.audit.artifacts(run_id=self.run_id) if a.kind.endswith("-report")]
+        assert arts, f"run {self.run_id} stored no report"
+        return json.loads(Path(arts[-1].path).read_text())
+
     def failure(self) -> str:
         errors = [e.error for e in self.events() if e.kind == "step" and e.result in ("refused", "error")]
         return "\n".join(e for e in errors if e)
@@ -95,12 +107,19 @@ class Run:
 
 @pytest.fixture
 def run_dag(dagbag: Any, audit: AuditStore):
-    def run(dag_id: str, conf: dict[str, Any]) -> Run:
+    def run(dag_id: str, conf: dict[str, Any], *, rerun_of: Run | None = None, mark_success: str | None = None) -> Run:
+        """Run a DAG with dag.test(). `rerun_of` clears that run and runs it again under the same run id
+        (what clearing a DAG run in Airflow does); `mark_success` marks matching tasks done without running."""
         dag = dagbag.get_dag(dag_id)
         # dag.test() runs tasks in this process, and a run's conf can stick to the cached task params
         # of the next run; passing every param explicitly keeps runs independent (as real runs are).
         full = {**dag.params.dump(), **conf}
-        return Run(dag.test(run_conf=full), audit)
+        kw: dict[str, Any] = {"run_conf": full}
+        if rerun_of is not None:
+            kw["logical_date"], kw["run_after"] = rerun_of.dag_run.logical_date, rerun_of.dag_run.run_after
+        if mark_success:
+            kw["mark_success_pattern"] = mark_success
+        return Run(dag.test(**kw), audit)
     return run
 
 

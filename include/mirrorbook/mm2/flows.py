@@ -96,6 +96,18 @@ class FlowStatus(BaseModel):
     errors: list[str] = []
     observed_at: float = Field(default_factory=time.time)
 
+    def metrics(self) -> dict[str, Any]:
+        """The sample the health check keeps in the audit's metrics history (the RPO estimate reads it)."""
+        return {
+            "state": self.state.value,
+            "connectors": {r: {"state": c.state, "tasks_running": c.tasks_running} for r, c in self.connectors.items()},
+            "total_lag": self.total_lag,
+            "max_lag": self.max_lag,
+            "partitions": [{"topic": p.topic, "partition": p.partition, "high_watermark": p.high_watermark,
+                            "replicated_offset": p.replicated_offset, "lag": p.lag} for p in self.lag],
+            "errors": self.errors,
+        }
+
     def lag_by_partition(self) -> dict[TP, int]:
         return {TP(p.topic, p.partition): p.lag for p in self.lag}
 

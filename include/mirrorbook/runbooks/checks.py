@@ -18,7 +18,7 @@ def drain_lag(status: FlowStatus, topics: set[str] | None = None) -> dict[TP, in
 def drained(status: FlowStatus, max_lag: int, topics: set[str] | None = None) -> tuple[bool, dict[TP, int]]:
     lag = drain_lag(status, topics)
     behind = {tp: n for tp, n in lag.items() if n > max_lag}
-    return (not behind and status.detailed_state.source_task_running), behind
+    return not behind, behind
 
 
 def active_groups(admin: KafkaAdmin, groups: list[str]) -> dict[str, GroupInfo]:

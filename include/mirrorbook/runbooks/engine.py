@@ -181,8 +181,8 @@ class Runbook:
         return self.audit.progress_get(self.info.run_id, key, default)
 
     def progress_set(self, key: str, value: Any) -> None:
-        if not self.dry_run:
-            self.audit.progress_set(self.info.run_id, key, value)
+        """Also in dry runs: a dry run's plan is what its later tasks render (it changes no cluster)."""
+        self.audit.progress_set(self.info.run_id, key, value)
 
     def summary(self) -> dict[str, Any]:
         return {"run_id": self.info.run_id, "dry_run": self.dry_run,

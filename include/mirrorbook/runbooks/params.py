@@ -7,6 +7,7 @@ accepts cannot drift. Every error names the parameter and what would be accepted
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -20,6 +21,8 @@ Role = Literal["source", "checkpoint", "heartbeat"]
 PAUSE_RESUME_ACTIONS = ("pause", "resume", "stop")
 CONNECTOR_SELECTIONS = ("all", "source", "checkpoint", "heartbeat")
 OFFSETS_ACTIONS = ("list", "alter", "reset", "restore")
+FAILOVER_MODES = ("planned", "unplanned")
+TRANSLATIONS = ("precise", "mm2")
 
 
 class InvalidParams(Refused):
@@ -102,6 +105,76 @@ class OffsetsParams(_Params):
         if self.action == "restore" and not self.snapshot_id:
             raise InvalidParams("action=restore needs `snapshot_id` (the snapshot taken before a change)",
                                 "find it with `mirrorbook audit snapshots --flow <flow>`")
+
+
+class _MoveGroupsParams(_Params):
+    """What failover and failback share: how groups are chosen, translated and gated."""
+
+    mode: Literal["planned", "unplanned"] = "planned"
+    groups: str | None = None  # regex; default: the topology's managed groups for the flow
+    translation: Literal["mm2", "precise"] = "precise"
+    drain_timeout: int = 600
+    max_lag: int = 0
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _groups(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("drain_timeout", "max_lag")
+    @classmethod
+    def _non_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must be >= 0")
+        return v
+
+    def groups_regex(self, topology: Topology) -> str:
+        return self.groups or topology.managed_groups(self.flow_spec)
+
+    def check(self, topology: Topology) -> None:
+        super().check(topology)
+        try:
+            re.compile(self.groups_regex(topology))
+        except re.error as exc:
+            raise InvalidParams(f"`groups` is not a valid regular expression: {exc}")
+        if self.mode == "unplanned" and self.translation == "precise":
+            raise InvalidParams("translation=precise reads records on the cluster being left, which an unplanned "
+                                "move cannot rely on", "use translation=mm2 with mode=unplanned")
+
+
+class FailoverParams(_MoveGroupsParams):
+    """mm2_failover: move the flow's managed consumer groups from its source to its target."""
+
+    start_reverse_flow: bool = False
+
+    @field_validator("start_reverse_flow", mode="before")
+    @classmethod
+    def _rev(cls, v: Any) -> Any:
+        return _bool(v)
+
+    def check(self, topology: Topology) -> None:
+        super().check(topology)
+        if self.start_reverse_flow and topology.reverse_of(self.flow_spec) is None:
+            raise InvalidParams(f"start_reverse_flow: the topology has no reverse flow "
+                                f"{self.flow_spec.target}->{self.flow_spec.source}")
+
+
+class FailbackParams(_MoveGroupsParams):
+    """mm2_failback: `flow` is the flow that was failed over (e.g. A->B); its groups move back from its
+    target to its source, through the reverse flow (B->A), which is stopped afterwards."""
+
+    restart_flow: bool = True  # resume the original flow (A->B) once the groups are back
+
+    @field_validator("restart_flow", mode="before")
+    @classmethod
+    def _restart(cls, v: Any) -> Any:
+        return _bool(v)
+
+    def check(self, topology: Topology) -> None:
+        super().check(topology)
+        if topology.reverse_of(self.flow_spec) is None:
+            raise InvalidParams(f"failback of {self.flow} needs the reverse flow {self.flow_spec.target}->"
+                                f"{self.flow_spec.source} in the topology")
 
 
 def parse(model: type[_Params], raw: dict[str, Any], topology: Topology) -> Any:

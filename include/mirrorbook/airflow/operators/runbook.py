@@ -12,11 +12,9 @@ from mirrorbook.runbooks.report import run_report
 PARAM_MODELS = {
     "pause_resume": runbook_params.PauseResumeParams,
     "offsets": runbook_params.OffsetsParams,
+    "failover": runbook_params.FailoverParams,
+    "failback": runbook_params.FailbackParams,
 }
-
-
-def register_params_model(name: str, model: type) -> None:
-    PARAM_MODELS[name] = model
 
 
 class ValidateParamsOperator(MirrorbookBaseOperator):
@@ -46,18 +44,21 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
 class FlowLockOperator(MirrorbookBaseOperator):
     """Acquire (or, with `release=True`, release) the per-flow lock in the audit store."""
 
-    def __init__(self, *, release: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, release: bool = False, with_reverse: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.release = release
+        self.with_reverse = with_reverse  # failover/failback also drive the reverse flow
 
     def execute(self, context: Any) -> dict[str, Any]:
         rb = self.runbook(context)
-        flow = guarded(lambda: self.hook.topology.flow(self.flow))
+        topology = self.hook.topology
+        flow = guarded(lambda: topology.flow(self.flow))
+        flows = [flow] + ([r] if self.with_reverse and (r := topology.reverse_of(flow)) else [])
         if self.release:
             rb.dry_run = False
-            lock.release(rb, flow)
+            lock.release(rb, flows)
         else:
-            guarded(lambda: lock.acquire(rb, flow))
+            guarded(lambda: lock.acquire(rb, flows))
         return self.log_outcomes(rb)
 
 

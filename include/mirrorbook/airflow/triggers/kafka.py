@@ -12,6 +12,7 @@ from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.mm2.flows import async_flow_status
 from mirrorbook.runbooks.checks import active_groups, describe_behind, drained
+from mirrorbook.runbooks.plan import managed_groups
 from mirrorbook.topology import load_topology
 
 
@@ -72,17 +73,19 @@ class ReplicationDrainedTrigger(_PollingTrigger):
 
 
 class GroupsInactiveTrigger(_PollingTrigger):
-    """Every listed consumer group EMPTY or absent on `cluster`."""
+    """Every consumer group matching `groups_regex` EMPTY or absent on `cluster`."""
 
-    def __init__(self, *, cluster: str, groups: list[str], **kw: Any) -> None:
+    def __init__(self, *, cluster: str, groups_regex: str, **kw: Any) -> None:
         super().__init__(**kw)
-        self.cluster, self.groups = cluster, list(groups)
+        self.cluster, self.groups_regex = cluster, groups_regex
 
     def own_kwargs(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "groups": self.groups}
+        return {"cluster": self.cluster, "groups_regex": self.groups_regex}
 
     async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
-        active = await asyncio.to_thread(active_groups, clients.admin(self.cluster), self.groups)
+        admin = clients.admin(self.cluster)
+        groups = await asyncio.to_thread(managed_groups, admin, self.groups_regex)
+        active = await asyncio.to_thread(active_groups, admin, groups)
         names = ", ".join(f"{g} ({i.state}, {i.members} members)" for g, i in sorted(active.items()))
         return not active, {"active": sorted(active), "message": f"consumer groups still active on {self.cluster} "
-                            f"after {self.timeout_s:.0f}s: {names}"}
+                            f"after {self.timeout_s:.0f}s: {names}; stop those consumers"}

@@ -1,0 +1,253 @@
+"""Moving consumer groups between clusters: the steps failover and failback share.
+
+precheck -> (planned: groups inactive, replication drained) -> translate -> write offsets -> verify
+-> stop the flow -> optionally start the other direction -> report.
+
+Translation differs (failback also translates topics that originated on the cluster it returns to),
+so each direction supplies its own `translate`; everything else is here. The plan is computed once
+and kept in the run's progress, the offsets are written only where the new cluster does not already
+hold them, and every group must be EMPTY or absent there — so a cleared task re-runs to the same
+end state without writing twice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from mirrorbook.clients import Clients
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.flows import flow_status
+from mirrorbook.mm2.internal_topics import read_checkpoints
+from mirrorbook.mm2.policy import ReplicationPolicy
+from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.runbooks.checks import drain_lag
+from mirrorbook.runbooks.connectors import set_flow_state
+from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
+from mirrorbook.runbooks.params import FailbackParams, FailoverParams
+from mirrorbook.runbooks.plan import INTERNAL_GROUPS, TranslationPlan, managed_groups
+from mirrorbook.topology import FlowSpec, Topology
+
+PLAN_KEY = "plan"
+PING_TIMEOUT_S = 5.0
+
+
+class VerifyFailed(MirrorbookError):
+    pass
+
+
+@dataclass(frozen=True)
+class Move:
+    """Who moves where: groups leave `from_cluster` for `to_cluster`; `via` replicates their data."""
+
+    direction: str           # "failover" | "failback"
+    flow: FlowSpec           # the flow the operator named (A->B)
+    via: FlowSpec            # the flow whose replication carries the groups' data
+    from_cluster: str
+    to_cluster: str
+    params: FailoverParams | FailbackParams
+    regex: str
+
+    @property
+    def planned(self) -> bool:
+        return self.params.mode == "planned"
+
+    @property
+    def name(self) -> str:
+        return f"{self.direction} {self.from_cluster}->{self.to_cluster}"
+
+
+def failover_move(params: FailoverParams, topology: Topology) -> Move:
+    flow = params.flow_spec
+    return Move("failover", flow, flow, flow.source, flow.target, params, params.groups_regex(topology))
+
+
+def failback_move(params: FailbackParams, topology: Topology) -> Move:
+    flow = params.flow_spec
+    reverse = topology.reverse_of(flow)
+    assert reverse is not None
+    return Move("failback", flow, reverse, flow.target, flow.source, params, params.groups_regex(topology))
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def reachable(admin: KafkaAdmin) -> bool:
+    return admin.ping(timeout_s=PING_TIMEOUT_S)
+
+
+def groups_to_move(clients: Clients, move: Move, from_reachable: bool) -> list[str]:
+    """Planned: the matching groups on the cluster being left. Unplanned: those MM2 checkpointed."""
+    if from_reachable and move.planned:
+        return managed_groups(clients.admin(move.from_cluster), move.regex)
+    matches = group_matcher(move.regex)
+    log = read_checkpoints(clients.kafka_config(move.to_cluster), move.via.source,
+                           policy=ReplicationPolicy.for_flow(move.via), group_filter=matches)
+    return sorted(g for g in log.groups() if not INTERNAL_GROUPS.match(g))
+
+
+def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
+    with rb.step(f"{move.direction}.precheck", move.flow.name) as step:
+        src, dst = clients.admin(move.from_cluster), clients.admin(move.to_cluster)
+        reach = {move.from_cluster: reachable(src), move.to_cluster: reachable(dst)}
+        step.note(reachable=reach, mode=move.params.mode, groups_regex=move.regex, via=move.via.name)
+        if not reach[move.to_cluster]:
+            raise GateRefused(f"Cluster {move.to_cluster} is unreachable: there is nothing to {move.direction} to",
+                              "restore connectivity to it first")
+        if move.planned and not reach[move.from_cluster]:
+            raise GateRefused(f"Cluster {move.from_cluster} is unreachable, and a planned {move.direction} needs it "
+                              "(to stop consumers, drain replication and read committed offsets)",
+                              f"use mode=unplanned to {move.direction} from {move.to_cluster} alone")
+        status = _settled_status(clients, move.via, reach[move.from_cluster], wait_s=30.0 if move.planned else 0.0)
+        resuming = rb.progress_get(PLAN_KEY) is not None
+        if resuming:
+            step.note(resuming="this run already has a plan: re-checking reachability only")
+            step.settle({"flow_state": status.state.value, "resumed": True})
+            return step.outcome
+        if move.planned and not status.detailed_state.source_task_running:
+            states = ", ".join(f"{c.role} {c.state} ({c.tasks_running} task(s) running)"
+                               for c in status.connectors.values())
+            raise GateRefused(f"Flow {move.via.name} is {status.state.value}: {states}"
+                              + (f"; {'; '.join(status.errors)}" if status.errors else "")
+                              + ". Replication cannot drain, so a planned move would lose what is not replicated yet",
+                              f"resume it (mm2_pause_resume flow={move.via.name} action=resume), or use mode=unplanned")
+        groups = groups_to_move(clients, move, reach[move.from_cluster])
+        if not groups:
+            raise GateRefused(f"No consumer group matches {move.regex!r} "
+                              f"{'on ' + move.from_cluster if move.planned else 'in the checkpoints on ' + move.to_cluster}",
+                              "check the `groups` parameter (a regex matched against whole group ids)")
+        active = {g: i for g, i in dst.describe_groups(groups).items() if not i.inactive}
+        if active:
+            raise _active_refusal(active, move.to_cluster)
+        from_states = {g: i.state for g, i in src.describe_groups(groups).items()} if reach[move.from_cluster] else {}
+        lag = drain_lag(status)
+        rb.progress_set("groups", groups)
+        step.settle({"flow_state": status.state.value, "groups": groups, "from_states": from_states,
+                     "lag_total": sum(lag.values()), "lag_partitions": len(lag)})
+    return step.outcome
+
+
+def _settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: float) -> Any:
+    """The flow's status, giving a source task that is being reassigned (MM2 reconfigures its tasks
+    when topics appear) up to `wait_s` to come back before judging."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        status = flow_status(clients, flow, with_lag=with_lag)
+        if status.detailed_state.source_task_running or time.monotonic() >= deadline:
+            return status
+        time.sleep(1.0)
+
+
+def _active_refusal(active: dict[str, Any], cluster: str) -> GateRefused:
+    names = ", ".join(f"{g} ({i.state}, {i.members} member{'s' if i.members != 1 else ''}"
+                      + (f" on {', '.join(sorted(set(i.member_hosts)))}" if i.member_hosts else "") + ")"
+                      for g, i in sorted(active.items()))
+    return GateRefused(f"Consumer group(s) active on {cluster}: {names}. Offsets are only written to groups that "
+                       f"are EMPTY or absent there; nothing was written.",
+                       f"stop those consumers on {cluster}, then clear and re-run this task")
+
+
+def translate(rb: Runbook, clients: Clients, move: Move,
+              compute: Callable[[Runbook, Clients, Move, list[str]], TranslationPlan]) -> TranslationPlan:
+    """Compute the plan once per run; a re-run of this task (or a later one) reuses it."""
+    with rb.step(f"{move.direction}.translate", move.flow.name) as step:
+        kept = rb.progress_get(PLAN_KEY)
+        if kept:
+            plan = TranslationPlan.model_validate(kept)
+            step.note(reused=f"plan computed at {plan.computed_at.isoformat()}")
+        else:
+            groups = rb.progress_get("groups") or groups_to_move(clients, move, reachable(
+                clients.admin(move.from_cluster)))
+            t0 = time.monotonic()
+            plan = compute(rb, clients, move, groups)
+            step.note(translate_s=round(time.monotonic() - t0, 3))
+            if plan.skipping():
+                bad = ", ".join(f"{r.group} {r.target_topic}-{r.partition} (skip {r.skip})" for r in plan.skipping())
+                raise VerifyFailed(f"The translation would skip records: {bad}; nothing was written")
+            rb.progress_set(PLAN_KEY, plan.model_dump(mode="json"))
+        step.settle(plan.totals())
+        step.note(groups=plan.groups, notes=plan.notes)
+    return plan
+
+
+def load_plan(rb: Runbook) -> TranslationPlan:
+    kept = rb.progress_get(PLAN_KEY)
+    if not kept:
+        raise GateRefused("No translation plan for this run: the translate task has not completed",
+                          "clear and re-run the translate task first")
+    return TranslationPlan.model_validate(kept)
+
+
+def _alter(admin: KafkaAdmin, group: str, offsets: dict[TP, int]) -> dict[str, str]:
+    result = admin.alter_group_offsets({group: offsets}).get(group, {})
+    failed = {str(tp): err for tp, err in result.items() if err != "OK"}
+    if failed:
+        raise MirrorbookError(f"Writing offsets of group {group} on {admin.bootstrap} failed for {failed}")
+    return {str(tp): "OK" for tp in result}
+
+
+def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPlan) -> StepOutcome:
+    """Snapshot, then write only what differs, one group per call; active groups stop everything first."""
+    with rb.step(f"{move.direction}.write_offsets", move.flow.name) as step:
+        admin = clients.admin(plan.to_cluster)
+        wanted = plan.offsets()
+        current = admin.committed_offsets(wanted)
+        diff = {g: {tp: o for tp, o in offs.items() if current.get(g, {}).get(tp) != o} for g, offs in wanted.items()}
+        diff = {g: d for g, d in diff.items() if d}
+        # Only groups that still need offsets must be idle; a group already moved may be consuming by now.
+        info = admin.describe_groups(diff)
+        active = {g: i for g, i in info.items() if not i.inactive}
+        if active:
+            raise _active_refusal(active, plan.to_cluster)
+        step.observe({"groups": len(wanted), "groups_to_write": len(diff),
+                      "partitions_to_write": sum(len(d) for d in diff.values())})
+        if diff:
+            step.snapshot("group-offsets", f"{plan.to_cluster}:consumer-groups",
+                          {"cluster": plan.to_cluster, "groups": {g: {str(tp): o for tp, o in sorted(c.items())}
+                                                                  for g, c in current.items() if g in wanted}},
+                          note=f"committed offsets on {plan.to_cluster} before the {move.direction}")
+        for g in sorted(diff):
+            sample = {str(tp): o for tp, o in list(sorted(diff[g].items()))[:5]}
+            step.mutate("groups.alter_offsets", lambda g=g: _alter(admin, g, diff[g]),
+                        method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
+                        body={"partitions": len(diff[g]), "offsets": sample},
+                        precondition=f"group {g} is {info[g].state} with no members on {plan.to_cluster}")
+        if not rb.progress_get("written_at"):
+            rb.progress_set("written_at", _now().isoformat())
+        step.settle({"written_groups": sorted(diff)})
+    return step.outcome
+
+
+def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPlan) -> StepOutcome:
+    """Read the committed offsets back from the new cluster: every planned offset must be there."""
+    with rb.step(f"{move.direction}.verify", move.flow.name) as step:
+        if rb.dry_run:
+            step.note(reason="dry run: nothing was written, nothing to verify")
+            return step.outcome
+        got = clients.admin(plan.to_cluster).committed_offsets(plan.groups)
+        wrong = [f"{r.group} {r.target_topic}-{r.partition}: expected {r.offset}, found "
+                 f"{got.get(r.group, {}).get(r.target_tp, 'nothing')}"
+                 for r in plan.rows if got.get(r.group, {}).get(r.target_tp) != r.offset]
+        if wrong:
+            raise VerifyFailed(f"Committed offsets on {plan.to_cluster} differ from the plan: " + "; ".join(wrong[:10])
+                               + (f" (+{len(wrong) - 10} more)" if len(wrong) > 10 else ""))
+        step.settle({"verified_partitions": len(plan.rows), "groups": len(plan.groups)})
+    return step.outcome
+
+
+def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list[StepOutcome]:
+    with clients.connect(flow) as client:
+        out = set_flow_state(rb, client, flow, "all", "STOPPED")
+    if not rb.progress_get("flow_stopped_at"):
+        rb.progress_set("flow_stopped_at", _now().isoformat())
+    return out
+
+
+def start_flow(rb: Runbook, clients: Clients, flow: FlowSpec) -> list[StepOutcome]:
+    with clients.connect(flow) as client:
+        return set_flow_state(rb, client, flow, "all", "RUNNING")

@@ -1,0 +1,297 @@
+"""mm2_failover and mm2_failback end to end: real Airflow, a devstack of their own (A and B with both
+flows), real consumers proving with sequence numbers that nothing is skipped.
+
+These tests stop brokers and connectors, so they run on a stack of their own, in order: each starts
+by making sure both flows replicate and both clusters are up.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+from mirrorbook.audit import AuditStore
+from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.connect import ConnectClient
+from mirrorbook.connect.wait import wait_for
+from mirrorbook.devstack.stack import DevStack
+from mirrorbook.devstack.workload import GroupSpec, load, produce
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.flows import flow_status
+from mirrorbook.mm2.remote_cluster_utils import translate_offsets
+from mirrorbook.runbooks.plan import TranslationPlan
+from tests.conftest import test_settings
+from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, wait_mirrored
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+POSITIONS = ["end", "end-1", "end-7", "end-50", "end-150", "end-299", "begin", "5", "123", "250"]
+
+
+@pytest.fixture(scope="module")
+def fo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    stack = DevStack(tmp_path_factory.mktemp("failover-stack"))
+    stack.up(test_settings())
+    yield stack
+    stack.down(purge=True)
+
+
+@pytest.fixture
+def fo(fo_stack: DevStack, use_topology, airflow_env) -> DevStack:
+    """Both clusters up and both flows RUNNING before each test; the DAGs see this stack's topology."""
+    fo_stack.start_cluster("A")
+    state = fo_stack.require()
+    for flow in state.flows():
+        with ConnectClient(state.workers[flow.connect_cluster].url) as c:
+            for role, name in flow.connectors.items():
+                if c.status(name).connector.state != "RUNNING":
+                    c.resume(name)
+                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1)
+    use_topology(state.topology(), detach=True)
+    return fo_stack
+
+
+def _admins(stack: DevStack) -> tuple[KafkaAdmin, KafkaAdmin, str, str]:
+    s = stack.require()
+    a, b = s.brokers["A"].bootstrap, s.brokers["B"].bootstrap
+    return KafkaAdmin(a), KafkaAdmin(b), a, b
+
+
+def _workload(stack: DevStack, tag: str, positions: list[str], topics: int = 2, partitions: int = 3,
+              records: int = 300) -> tuple[list[str], list[str]]:
+    admin_a, admin_b, a, _ = _admins(stack)
+    names = [f"{tag}-t{i}" for i in range(topics)]
+    groups = [GroupSpec(name=f"{tag}-g{i}", position=pos) for i, pos in enumerate(positions)]
+    load(a, names, partitions, records, groups)
+    for t in names:
+        wait_mirrored(admin_a, admin_b, t, f"A.{t}")
+    return names, [g.name for g in groups]
+
+
+def _conf(tag: str, **kw) -> dict:
+    return {"flow": "A->B", "groups": f"{tag}-g.*", "drain_timeout": 90, "max_lag": 0, **kw}
+
+
+def _source_positions(admin_a: KafkaAdmin, groups: list[str]) -> dict[str, dict[TP, int]]:
+    return admin_a.committed_offsets(groups)
+
+
+def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag):
+    tag = f"pp{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, POSITIONS)
+    admin_a, admin_b, _, b = _admins(fo)
+    before = _source_positions(admin_a, groups)
+
+    run = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise"))
+    assert run.state == "success", run.failure() or run.task_states()
+
+    # Consumers started on B as the same groups read exactly the next sequence numbers (seq == A offset).
+    for g in groups:
+        tps = [TP(f"A.{tp.topic}", tp.partition) for tp in before[g]]
+        got = next_seqs_as_group(b, g, tps)
+        want = {TP(f"A.{tp.topic}", tp.partition): (None if off == 300 else off) for tp, off in before[g].items()}
+        assert got == want, g
+    report = run.report()
+    assert report["plan"]["skipped"] == 0 and report["plan"]["re_read"] == 0
+    assert report["plan"]["groups"] == 10 and report["plan"]["partitions"] == 60
+    assert report["rto_s"] is not None and report["rto_s"] > 0
+    # The flow is stopped (DISABLED by the KIP-1144 rule).
+    topo = fo.require().topology()
+    assert flow_status(Clients(TopologyResolver(topo)), topo.flow("A->B")).state.value == "DISABLED"
+
+    # Clearing the whole run and running it again changes nothing (zero mutating calls).
+    calls = run.mutating_calls()
+    again = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise"), rerun_of=run)
+    assert again.state == "success", again.failure()
+    assert again.run_id == run.run_id and again.mutating_calls() == calls
+
+
+def test_planned_mm2_failover_equals_kafkas_translation_and_never_skips(fo, run_dag):
+    tag = f"pm{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-40", "end-180", "begin", "77", "end-299"])
+    admin_a, admin_b, _, b = _admins(fo)
+    before = _source_positions(admin_a, groups)
+
+    run = run_dag("mm2_failover", _conf(tag, mode="planned", translation="mm2"))
+    assert run.state == "success", run.failure() or run.task_states()
+    written = admin_b.committed_offsets(groups)
+    report = {(r["group"], r["target_topic"], r["partition"]): r for r in run.report()["rows"]}
+    for g in groups:
+        kafka_way = translate_offsets(b, "A", g)
+        assert written[g] == kafka_way, g  # exactly Kafka's RemoteClusterUtils.translateOffsets
+        tps = sorted(kafka_way)
+        first = next_seqs_as_group(b, g, tps)
+        for tp in tps:
+            src = before[g][TP(tp.topic[2:], tp.partition)]
+            seq = first[tp]
+            assert seq is None or seq <= src, f"{g} {tp}: would skip to {seq} > {src}"  # never skips
+            re_read = 0 if seq is None else src - seq
+            assert report[(g, tp.topic, tp.partition)]["re_read"] == re_read  # the report counts it right
+    assert run.report()["plan"]["skipped"] == 0
+
+
+def test_active_consumer_on_b_stops_the_run_before_any_write(fo, run_dag):
+    tag = f"ac{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-10"], topics=1, partitions=2, records=50)
+    _, admin_b, _, b = _admins(fo)
+    with ActiveConsumer(b, groups[1], [f"A.{topics[0]}"]):
+        run = run_dag("mm2_failover", _conf(tag))
+    assert run.state == "failed"
+    assert run.task_states()["precheck"] == "failed"
+    text = run.failure()
+    assert f"Consumer group(s) active on B: {groups[1]} (STABLE, 1 member" in text
+    assert run.mutating_calls() == 0
+    assert admin_b.committed_offsets([groups[0]])[groups[0]] == {}
+
+
+def test_dry_run_lists_the_plan_and_changes_nothing(fo, run_dag):
+    tag = f"dr{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-25", "3"], topics=1, partitions=2, records=60)
+    _, admin_b, _, _ = _admins(fo)
+    run = run_dag("mm2_failover", _conf(tag, dry_run=True))
+    assert run.state == "success", run.failure()
+    planned = [(e.action, e.request.path.rsplit("/", 1)[-1]) for e in run.events(kind="call") if e.result == "planned"]
+    assert sorted(p for p in planned if p[0] == "groups.alter_offsets") == sorted(
+        ("groups.alter_offsets", g) for g in groups)
+    assert [p for p in planned if p[0] == "connector.stop"] == [("connector.stop", "stop")] * 3
+    assert run.mutating_calls() == 0
+    assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
+    assert {c.state for c in flow_status(Clients(TopologyResolver(fo.require().topology())),
+                                         fo.require().topology().flow("A->B")).connectors.values()} == {"RUNNING"}
+    report = run.report()
+    assert report["plan"]["partitions"] == 6 and report["rto_s"] is None
+
+
+def test_crash_between_translate_and_write_then_clear_converges(fo, run_dag, audit: AuditStore):
+    tag = f"cr{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-5", "end-60", "9"], topics=1, partitions=3, records=80)
+    admin_a, admin_b, _, b = _admins(fo)
+    before = _source_positions(admin_a, groups)
+    # The run stops right after translate: the write and everything after never ran (as if killed).
+    crashed = run_dag("mm2_failover", _conf(tag), mark_success="^(write_offsets|verify|stop_flow|start_other_flow)$")
+    assert audit.progress_get(crashed.run_id, "plan") is not None
+    assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
+    # A partial write before the crash: one group already written (by the crashed attempt).
+    first = groups[0]
+    plan = TranslationPlan.model_validate(audit.progress_get(crashed.run_id, "plan"))
+    admin_b.alter_group_offsets({first: plan.offsets()[first]})
+
+    cleared = run_dag("mm2_failover", _conf(tag), rerun_of=crashed)
+    assert cleared.state == "success", cleared.failure()
+    writes = [e for e in audit.events(run_id=crashed.run_id) if e.action == "groups.alter_offsets" and e.result == "ok"]
+    assert sorted(e.request.path.rsplit("/", 1)[-1] for e in writes) == sorted(groups[1:])  # each once, not `first`
+    for g in groups:
+        got = next_seqs_as_group(b, g, [TP(f"A.{tp.topic}", tp.partition) for tp in before[g]])
+        assert got == {TP(f"A.{tp.topic}", tp.partition): (None if o == 80 else o) for tp, o in before[g].items()}
+    again = run_dag("mm2_failover", _conf(tag), rerun_of=crashed)
+    assert again.mutating_calls() == cleared.mutating_calls()
+
+
+def test_planned_drain_timeout_fails_clearly_with_an_active_group_on_a(fo, run_dag):
+    tag = f"dt{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end-3"], topics=1, partitions=1, records=20)
+    _, admin_b, a, _ = _admins(fo)
+    with ActiveConsumer(a, groups[0], topics):
+        run = run_dag("mm2_failover", _conf(tag, drain_timeout=4))
+    assert run.state == "failed"
+    assert run.task_states()["wait_groups_inactive"] == "failed"
+    assert run.mutating_calls() == 0
+    assert admin_b.committed_offsets(groups) == {groups[0]: {}}
+
+
+class _Traffic:
+    """Keeps producing to a topic on A until A goes away."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                produce(self.bootstrap, [self.topic], 20)
+            except Exception:
+                return
+            time.sleep(0.05)
+
+    def __enter__(self) -> "_Traffic":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: AuditStore):
+    tag = f"up{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-20", "end-70", "30"], topics=1, partitions=2, records=120)
+    admin_a, admin_b, a, b = _admins(fo)
+    topic = topics[0]
+    topo = fo.require().topology()
+    clients = Clients(TopologyResolver(topo))
+    eventually(lambda: all(translate_offsets(b, "A", g) for g in groups), what="checkpoints for every group")
+    before = _source_positions(admin_a, groups)
+    # What the health check keeps: a metrics sample of the flow (the RPO estimate reads it).
+    audit.record_metrics("A->B", datetime.now(timezone.utc), flow_status(clients, topo.flow("A->B")).metrics())
+
+    # Some records reach A but never B: replication paused, then A dies mid-traffic.
+    with ConnectClient(topo.connect_clusters["B"].url) as c:
+        c.pause("A->B.MirrorSourceConnector")
+        wait_for(c, "A->B.MirrorSourceConnector", "PAUSED", timeout_s=30)
+    produce(a, [topic], 7)
+    with _Traffic(a, topic):
+        time.sleep(1.0)
+        fo.stop_cluster("A", kill=True)
+    checkpoints = {g: translate_offsets(b, "A", g) for g in groups}
+
+    run = run_dag("mm2_failover", _conf(tag, mode="unplanned", translation="mm2"))
+    assert run.state == "success", run.failure() or run.task_states()
+    written = admin_b.committed_offsets(groups)
+    assert written == checkpoints  # exactly the last checkpoints: 0 skipped relative to them
+    report = run.report()
+    assert report["plan"]["skipped"] == 0
+    rpo = report["rpo"]
+    assert rpo["kind"] == "estimate" and "health-check history" in rpo["basis"] and rpo["records"] >= 0
+
+    # During the outage consumers move on B; producers write new records to B's own `topic`.
+    for g in groups:
+        admin_b.alter_group_offsets({g: {TP(f"A.{topic}", p): admin_b.high_watermarks([TP(f"A.{topic}", p)])[
+            TP(f"A.{topic}", p)] for p in range(2)}})
+    load(b, [topic], 2, 10)  # B-local topic with the same name
+    admin_b.alter_group_offsets({g: {TP(topic, p): 4 for p in range(2)} for g in groups})
+
+    # A comes back; B->A mirrors B's `topic` to A as `B.topic`.
+    fo.start_cluster("A")
+    wait_mirrored(admin_b, KafkaAdmin(a), topic, f"B.{topic}", timeout=120)
+    replicated = {TP(f"A.{topic}", p): admin_b.high_watermarks([TP(f"A.{topic}", p)])[TP(f"A.{topic}", p)]
+                  for p in range(2)}
+
+    back = run_dag("mm2_failback", {"flow": "A->B", "mode": "planned", "translation": "precise",
+                                    "groups": f"{tag}-g.*", "drain_timeout": 120, "max_lag": 0})
+    assert back.state == "success", back.failure() or back.task_states()
+    rep = back.report()
+    assert rep["plan"]["skipped"] == 0
+    div = rep["divergence"]["partitions"]
+    # The 7 records produced while replication was paused (and whatever the traffic added) reached A only.
+    a_highs = KafkaAdmin(a).high_watermarks([TP(topic, p) for p in range(2)])
+    for p in range(2):
+        assert div.get(f"{topic}-{p}", 0) == a_highs[TP(topic, p)] - replicated[TP(f"A.{topic}", p)] >= 7
+    # A consumers resume without skips: on `topic` right after the last record they read on B (the
+    # first record only A has), and on `B.topic` at the record after B offset 4.
+    for g in groups:
+        first = next_seqs_as_group(a, g, [TP(topic, 0), TP(topic, 1), TP(f"B.{topic}", 0), TP(f"B.{topic}", 1)])
+        for p in range(2):
+            assert first[TP(topic, p)] == replicated[TP(f"A.{topic}", p)]  # seq == offset on A: nothing skipped
+            assert first[TP(f"B.{topic}", p)] == 4
+    # The reverse flow is stopped again and A->B replicates again.
+    st = flow_status(clients, topo.flow("A->B"))
+    assert st.state.value == "REPLICATING"
+    assert flow_status(clients, topo.flow("B->A")).state.value == "DISABLED"

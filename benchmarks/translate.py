@@ -32,7 +32,7 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.internal_topics import reader_config, read_checkpoints, scan_checkpoints
+from mirrorbook.mm2.internal_topics import read_checkpoints, scan_checkpoints
 from mirrorbook.mm2.records import Checkpoint
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets, translate_offsets_all
 
@@ -75,7 +75,7 @@ def measure_one_pass(bootstrap: str, alias: str, repeat: int) -> tuple[float, in
 
 def measure_decode_only(bootstrap: str, topic: str, records: int) -> float:
     """Decoding alone, on records already fetched: what the Python side costs without the network."""
-    msgs = list(read_ranges(reader_config(bootstrap), {TP(topic, 0): (0, records)}))
+    msgs = list(read_ranges(bootstrap, {TP(topic, 0): (0, records)}))
     t0 = time.perf_counter()
     scan_checkpoints(iter(msgs), topic)
     return len(msgs) / (time.perf_counter() - t0)

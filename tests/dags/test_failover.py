@@ -238,7 +238,6 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     topo = fo.require().topology()
     clients = Clients(TopologyResolver(topo))
     eventually(lambda: all(translate_offsets(b, "A", g) for g in groups), what="checkpoints for every group")
-    before = _source_positions(admin_a, groups)
     # What the health check keeps: a metrics sample of the flow (the RPO estimate reads it).
     audit.record_metrics("A->B", datetime.now(timezone.utc), flow_status(clients, topo.flow("A->B")).metrics())
 

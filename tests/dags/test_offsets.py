@@ -47,8 +47,7 @@ def conf(scratch, **kw) -> dict:
     return {"flow": scratch.flow.name, "connector": "source", **kw}
 
 
-def test_list_twice_stores_snapshot_and_strimzi_artifact(run_dag, mirrored, connect_b_url, audit):
-    name = mirrored.flow.connector("source")
+def test_list_twice_stores_snapshot_and_strimzi_artifact(run_dag, mirrored, audit):
     first = run_dag("mm2_offsets", conf(mirrored, action="list"))
     assert first.state == "success", first.failure()
     path = Path(os.environ["MIRRORBOOK_ARTIFACTS_DIR"]) / f"{mirrored.alias}--B.MirrorSourceConnector.json"

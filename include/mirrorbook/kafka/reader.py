@@ -30,6 +30,9 @@ def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
         "enable.partition.eof": False,
         "fetch.max.bytes": 16 * 1024 * 1024,
         "queued.max.messages.kbytes": 65536,
+        # Bulk reads to a known end: prefetch deep, and never let the broker hold a fetch at the tail.
+        "queued.min.messages": 1_000_000,
+        "fetch.wait.max.ms": 10,
         **extra,
     }))
 
@@ -49,7 +52,8 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
         consumer.assign([TopicPartition(tp.topic, tp.partition, max(s, 0)) for tp, (s, _) in pending.items()])
         deadline = time.monotonic() + timeout_s
         while pending:
-            msgs = consumer.consume(num_messages=batch, timeout=0.5)
+            # A short timeout: consume() waits it out whenever fewer than `batch` records are left.
+            msgs = consumer.consume(num_messages=batch, timeout=0.05)
             for m in msgs:
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:

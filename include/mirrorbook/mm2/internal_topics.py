@@ -25,7 +25,6 @@ from confluent_kafka import Message
 
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin, KafkaAdminError
-from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import HEARTBEATS, ReplicationPolicy
@@ -46,7 +45,6 @@ _I = struct.Struct(">i")
 # Reading a topic through to its end as fast as the broker serves it: by default librdkafka stops
 # prefetching at 100k queued messages and then backs off for fetch.queue.backoff.ms (1 s), which
 # caps a 200k-record read at ~100k records/s.
-FAST_READ = {"queued.min.messages": 1_000_000, "fetch.wait.max.ms": 10}
 _FILTERED = object()  # a well-formed checkpoint key whose group the caller does not want
 _MISSING = object()
 
@@ -202,11 +200,6 @@ def _why_checkpoint(key: bytes | None, value: bytes | None) -> str:
 
 # -- reading --------------------------------------------------------------------------------------
 
-def reader_config(config: Config) -> dict[str, Any]:
-    """Consumer config for bulk reads (consumer-only keys, so admin clients never see them)."""
-    return {**client_config(config), **FAST_READ}
-
-
 def _records(config: Config, topic: str, timeout_s: float) -> Iterator[Message]:
     """Every record of `topic` up to the high watermarks at call time."""
     admin = KafkaAdmin(config)
@@ -215,7 +208,7 @@ def _records(config: Config, topic: str, timeout_s: float) -> Iterator[Message]:
     except KafkaAdminError as exc:
         raise InternalTopicMissing(str(exc), "check that the MM2 connectors of this flow run and that the "
                                              "cluster/location is right") from exc
-    return read_ranges(reader_config(config), {tp: (w.low, w.high) for tp, w in marks.items()}, timeout_s=timeout_s)
+    return read_ranges(config, {tp: (w.low, w.high) for tp, w in marks.items()}, timeout_s=timeout_s)
 
 
 def scan_checkpoints(messages: Iterator[Message], topic: str,

@@ -53,8 +53,7 @@ from pydantic import BaseModel
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.internal_topics import (Config, OffsetSyncsLocation, read_checkpoints, read_offset_syncs,
-                                            reader_config)
+from mirrorbook.mm2.internal_topics import (Config, OffsetSyncsLocation, read_checkpoints, read_offset_syncs)
 from mirrorbook.mm2.offset_sync_store import SyncIndex, SyncWindow
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.records import Checkpoint
@@ -279,7 +278,7 @@ def read_partitions(config: Config, wanted: Mapping[TP, Iterable[tuple[int, int]
     records: dict[TP, list[Rec]] = {tp: [] for tp in merged}
     for k in range(max((len(v) for v in merged.values()), default=0)):
         ranges = {tp: v[k] for tp, v in merged.items() if k < len(v)}
-        for m in read_ranges(reader_config(config), ranges, timeout_s=timeout_s):
+        for m in read_ranges(config, ranges, timeout_s=timeout_s):
             records[TP(m.topic(), m.partition())].append(rec(m))
     return {tp: PartitionData(merged[tp], records[tp]) for tp in merged}
 

@@ -77,6 +77,12 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _mark(rb: Runbook, key: str) -> None:
+    """Record when a milestone of the run was first reached (RTO is measured from these)."""
+    if not rb.dry_run and not rb.progress_get(key):
+        rb.progress_set(key, _now().isoformat())
+
+
 def reachable(admin: KafkaAdmin) -> bool:
     return admin.ping(timeout_s=PING_TIMEOUT_S)
 
@@ -217,8 +223,7 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPl
                         method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
                         body={"partitions": len(diff[g]), "offsets": sample},
                         precondition=f"group {g} is {info[g].state} with no members on {plan.to_cluster}")
-        if not rb.progress_get("written_at"):
-            rb.progress_set("written_at", _now().isoformat())
+        _mark(rb, "written_at")
         step.settle({"written_groups": sorted(diff)})
     return step.outcome
 
@@ -243,8 +248,7 @@ def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationP
 def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list[StepOutcome]:
     with clients.connect(flow) as client:
         out = set_flow_state(rb, client, flow, "all", "STOPPED")
-    if not rb.progress_get("flow_stopped_at"):
-        rb.progress_set("flow_stopped_at", _now().isoformat())
+    _mark(rb, "flow_stopped_at")
     return out
 
 

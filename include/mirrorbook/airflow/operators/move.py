@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info

@@ -102,3 +102,17 @@ def test_failure_message_of_a_job_that_could_not_run():
     assert s.failure_message() == "group_parity could not run: no column `group`"
     with pytest.raises(submit.SparkJobError):
         s.check()
+
+
+def test_quick_start_jvm_only_for_small_local_inputs(tmp_path: Path, monkeypatch):
+    snap = collector.write_group_snapshot(tmp_path, [collector.ExpectedOffset(
+        cluster="B", group="g", topic="t", partition=0, expected_offset=1)], {"B": {}})
+    small = submit.group_parity_job(snap, tmp_path / "out")
+    assert submit.QUICK_START_JVM in small.driver_java_options and "log4j2.properties" in small.driver_java_options
+    remote = submit.group_parity_job(snap, tmp_path / "out", master="spark://spark:7077")
+    assert remote.driver_java_options is None and "spark.ui.enabled" not in remote.conf
+    whole_topics = submit.record_parity_job("a:1", "b:1", tmp_path / "r", topics={"t": "A.t"}, jars=[])
+    assert submit.QUICK_START_JVM not in whole_topics.driver_java_options  # size unknown: C2
+    monkeypatch.setattr(submit, "QUICK_START_MAX_ROWS", 0)
+    big = submit.group_parity_job(snap, tmp_path / "out")
+    assert submit.QUICK_START_JVM not in big.driver_java_options

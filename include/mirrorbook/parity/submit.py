@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from mirrorbook.errors import MirrorbookError
@@ -26,10 +27,12 @@ DEFAULT_MASTER = "local[*]"
 # Local runs: no UI server, no progress bars on stderr, few shuffle partitions (AQE coalesces the rest).
 LOCAL_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
               "spark.sql.shuffle.partitions": "8"}
-# Local runs are short-lived JVMs judging small snapshots: C1-only JIT and the serial GC start them
-# noticeably faster (measured: ~40s -> ~25s for a tiny snapshot on 2 busy cores). Pass
-# jvm_options="" for long, large runs where C2's compiled code pays off.
+# Most parity runs are short-lived local JVMs judging small snapshots: C1-only JIT and the serial GC
+# start them faster. Large inputs need C2's compiled code. Measured with group_parity on local[2]
+# (2 busy cores): tiny snapshot 40s -> 25s, 1M rows 50s -> 37s with these flags, but 10M rows
+# 124s -> 331s. So they are used up to QUICK_START_MAX_ROWS input rows, when the row count is known.
 QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+QUICK_START_MAX_ROWS = 2_000_000
 LISTED_IN_MESSAGE = 20
 
 
@@ -94,13 +97,14 @@ class SparkSubmitSpec(BaseModel):
 
 def _spec(app: str, args: list[str], out_dir: Path, *, master: str, jars: list[str] | None = None,
           conf: Mapping[str, str] | None = None, driver_memory: str | None = None,
-          jvm_options: str | None = None) -> SparkSubmitSpec:
+          jvm_options: str | None = None, input_rows: int | None = None) -> SparkSubmitSpec:
     apps = apps_dir()
     out_dir = Path(out_dir)
     summary = out_dir / "summary.json"
     local = master.startswith("local")
     if jvm_options is None:
-        jvm_options = QUICK_START_JVM if local else ""
+        small = input_rows is not None and input_rows <= QUICK_START_MAX_ROWS
+        jvm_options = QUICK_START_JVM if local and small else ""
     java_options = " ".join(filter(None, [jvm_options, f"-Dlog4j2.configurationFile=file:{apps / 'log4j2.properties'}"
                                           if local else ""]))
     return SparkSubmitSpec(
@@ -125,8 +129,9 @@ def group_parity_job(snapshot: GroupSnapshot, out_dir: str | Path, *, max_reread
         args.append("--fail-unexpected")
     if scope_group_regex:
         args += ["--scope-group-regex", scope_group_regex]
+    rows = sum(_parquet_rows(p) for p in (snapshot.expected, snapshot.actual))
     return _spec("group_parity", args, Path(out_dir), master=master, conf=conf, driver_memory=driver_memory,
-                 jvm_options=jvm_options)
+                 jvm_options=jvm_options, input_rows=rows)
 
 
 def spark_kafka_jars() -> list[str]:
@@ -165,7 +170,25 @@ def record_parity_job(source_bootstrap: str, target_bootstrap: str, out_dir: str
         args += ["--kafka-options-file", str(_options_file(out_dir, source_options or {}, target_options or {}))]
     return _spec("record_parity", args, out_dir, master=master,
                  jars=spark_kafka_jars() if jars is None else jars, conf=conf, driver_memory=driver_memory,
-                 jvm_options=jvm_options)
+                 jvm_options=jvm_options, input_rows=_range_records(snapshot) if not topics else None)
+
+
+def _parquet_rows(path: Path) -> int:
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def _range_records(snapshot: RecordSnapshot | None) -> int | None:
+    """Records the ranges span on both sides, or None when a range is open-ended (size unknown)."""
+    if snapshot is None:
+        return None
+    ranges = pq.read_table(snapshot.ranges).to_pylist()
+    total = 0
+    for r in ranges:
+        for side in ("source", "target"):
+            if r[f"{side}_end"] is None:
+                return None
+            total += r[f"{side}_end"] - (r[f"{side}_start"] or 0)
+    return total
 
 
 def _options_file(out_dir: Path, source: Mapping[str, str], target: Mapping[str, str]) -> Path:

@@ -18,8 +18,10 @@ them on A; decide what to replay.
 
 from airflow.sdk import DAG, Param
 
-from mirrorbook.airflow.dags import choice_param, dry_run_param, flow_param, runbook_dag_kwargs, topology_or_none
+from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_dag_kwargs,
+                                     topology_or_none)
 from mirrorbook.airflow.operators.move import GroupMoveOperator
+from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator
 from mirrorbook.airflow.operators.runbook import FlowLockOperator, ValidateParamsOperator
 from mirrorbook.airflow.sensors.kafka import GroupsInactiveSensor, ReplicationDrainedSensor
 from mirrorbook.runbooks.params import FAILOVER_MODES, TRANSLATIONS
@@ -37,6 +39,7 @@ params = {
     "max_lag": Param(0, type="integer", minimum=0, title="Max lag (records)"),
     "restart_flow": Param(True, type="boolean", title="Restart the original flow",
                           description="resume SOURCE->TARGET once the groups are back on SOURCE"),
+    "parity": parity_param(),
     "dry_run": dry_run_param(),
 }
 
@@ -47,7 +50,10 @@ with DAG(**runbook_dag_kwargs("mm2_failback", __doc__, params)):
              for s in ("precheck", "translate", "write_offsets", "verify", "stop_flow", "start_other_flow")}
     inactive = GroupsInactiveSensor(task_id="wait_groups_inactive", direction="failback")
     drained = ReplicationDrainedSensor(task_id="wait_replication_drained", direction="failback")
+    group_parity = ParitySparkSubmitOperator(task_id="group_parity", check="move", direction="failback")
+    record_parity = ParitySparkSubmitOperator(task_id="record_parity", check="move", app="record_parity",
+                                              direction="failback", mode="{{ params.mode }}")
     unlock = FlowLockOperator(task_id="unlock_flow", release=True, with_reverse=True).as_teardown(setups=lock)
     report = GroupMoveOperator(task_id="report", direction="failback", step="report", trigger_rule="all_done")
     (validate >> lock >> steps["precheck"] >> inactive >> drained >> steps["translate"] >> steps["write_offsets"]
-     >> steps["verify"] >> steps["stop_flow"] >> steps["start_other_flow"] >> unlock >> report)
+     >> group_parity >> record_parity >> steps["verify"] >> steps["stop_flow"] >> steps["start_other_flow"] >> unlock >> report)

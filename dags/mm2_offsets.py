@@ -16,13 +16,17 @@ Strimzi proposal 083 semantics on one of the flow's connectors (source, checkpoi
 Changes need a **STOPPED** connector. A running or paused one is refused — unless `stop_first`, in
 which case the runbook snapshots the offsets, stops the connector, waits for STOPPED, changes the
 offsets, reads them back, then puts the connector back in its previous state. Offsets already as
-requested are not sent again. `dry_run` prints the plan and changes nothing.
+requested are not sent again. `dry_run` prints the plan and changes nothing. With `parity=spark`
+a Spark job then judges the connector's offsets as read back (while STOPPED) against the request,
+and proves that no consumer group of the flow moved on either cluster.
 """
 
 from airflow.sdk import DAG, Param
 
-from mirrorbook.airflow.dags import choice_param, dry_run_param, flow_param, runbook_dag_kwargs, topology_or_none
+from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_dag_kwargs,
+                                     topology_or_none)
 from mirrorbook.airflow.operators.offsets import ConnectorOffsetsOperator
+from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
 from mirrorbook.airflow.operators.runbook import FlowLockOperator, RunbookReportOperator, ValidateParamsOperator
 from mirrorbook.runbooks.params import OFFSETS_ACTIONS
 
@@ -40,13 +44,16 @@ params = {
                         description="stop the connector for the change, then restore its previous state"),
     "snapshot_id": Param(None, type=["null", "string"], title="Snapshot id (restore)",
                          description="snapshot to re-apply, from `mirrorbook audit snapshots`"),
+    "parity": parity_param(),
     "dry_run": dry_run_param(),
 }
 
 with DAG(**runbook_dag_kwargs("mm2_offsets", __doc__, params)):
     validate = ValidateParamsOperator(task_id="validate_params", params_model="offsets")
     lock = FlowLockOperator(task_id="lock_flow", dry_run=DRY)
+    capture = CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY)
     apply = ConnectorOffsetsOperator(task_id="apply", dry_run=DRY)
+    parity = ParitySparkSubmitOperator(task_id="group_parity", check="offsets", action="{{ params.action }}")
     unlock = FlowLockOperator(task_id="unlock_flow", release=True).as_teardown(setups=lock)
     report = RunbookReportOperator(task_id="report", trigger_rule="all_done")
-    validate >> lock >> apply >> unlock >> report
+    validate >> lock >> capture >> apply >> parity >> unlock >> report

@@ -7,6 +7,7 @@ until the Kafka Connect status shows it (`STOPPED` means the connector has no ta
 * Every connector is read first; one that is already in the target state is left alone, so a
   re-run changes nothing.
 * **stop** is what offsets changes require (KIP-875); **resume** brings a paused or stopped flow back.
+* **parity** (`spark`): a Spark job then proves that no consumer group moved on either cluster.
 * **dry_run** prints every call it would make, with the state it saw, and changes nothing.
 * One runbook per flow at a time: a second run on the same flow is refused, naming the holder.
 
@@ -15,8 +16,10 @@ Every step and every call is in the audit trail: `mirrorbook audit list --run-id
 
 from airflow.sdk import DAG
 
-from mirrorbook.airflow.dags import choice_param, dry_run_param, flow_param, runbook_dag_kwargs, topology_or_none
+from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_dag_kwargs,
+                                     topology_or_none)
 from mirrorbook.airflow.operators.connectors import ConnectorStateOperator
+from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
 from mirrorbook.airflow.operators.runbook import FlowLockOperator, RunbookReportOperator, ValidateParamsOperator
 from mirrorbook.airflow.sensors.connect import ConnectorStateSensor
 from mirrorbook.runbooks.params import CONNECTOR_SELECTIONS, PAUSE_RESUME_ACTIONS
@@ -29,14 +32,17 @@ params = {
                            "(required before offsets can be changed)"),
     "connectors": choice_param("all", CONNECTOR_SELECTIONS, "Connectors",
                                "all three of the flow's connectors, or only one of them"),
+    "parity": parity_param(),
     "dry_run": dry_run_param(),
 }
 
 with DAG(**runbook_dag_kwargs("mm2_pause_resume", __doc__, params)):
     validate = ValidateParamsOperator(task_id="validate_params", params_model="pause_resume")
     lock = FlowLockOperator(task_id="lock_flow", dry_run=DRY)
+    capture = CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY)
     apply = ConnectorStateOperator(task_id="apply", dry_run=DRY)
     wait = ConnectorStateSensor(task_id="wait_for_state", dry_run=DRY)
+    parity = ParitySparkSubmitOperator(task_id="group_parity", check="unchanged")
     unlock = FlowLockOperator(task_id="unlock_flow", release=True).as_teardown(setups=lock)
     report = RunbookReportOperator(task_id="report", trigger_rule="all_done")
-    validate >> lock >> apply >> wait >> unlock >> report
+    validate >> lock >> capture >> apply >> wait >> parity >> unlock >> report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -34,6 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
     os.environ["MIRRORBOOK_AUDIT_URL"] = f"sqlite:///{home}/mirrorbook-audit.db"
     os.environ["MIRRORBOOK_ARTIFACTS_DIR"] = str(home / "artifacts")
+    # SparkSubmitOperator runs `spark-submit` from PATH: the venv's (pyspark's), on local[2].
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark", "host": "local[2]"}'
 
 
 TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2,

@@ -294,3 +294,25 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     st = flow_status(clients, topo.flow("A->B"))
     assert st.state.value == "REPLICATING"
     assert flow_status(clients, topo.flow("B->A")).state.value == "DISABLED"
+
+
+def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_dag):
+    tag = f"sp{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-30", "11"], topics=1, partitions=2, records=100)
+    _, admin_b, _, _ = _admins(fo)
+    # A run whose write never happened (marked done without running): group parity finds every
+    # planned offset MISSING on B and fails the run, naming the groups and partitions.
+    broken = run_dag("mm2_failover", _conf(tag, parity="spark"), mark_success="^write_offsets$")
+    assert broken.state == "failed"
+    assert broken.task_states()["group_parity"] == "failed"
+    text = broken.failure()
+    assert "group_parity failed" in text and all(g in text for g in groups) and f"A.{topics[0]}" in text
+    assert "MISSING" in text
+    assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
+
+    # The same failover, cleared and run for real: both parity jobs pass.
+    fixed = run_dag("mm2_failover", _conf(tag, parity="spark"), rerun_of=broken)
+    assert fixed.state == "success", fixed.failure() or fixed.task_states()
+    verdicts = {e.action: e for e in fixed.events(kind="step") if e.action.startswith("step.parity.")
+                and e.result == "noop" and e.details.get("status") == "passed"}
+    assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}

@@ -101,3 +101,11 @@ def test_second_runbook_on_a_locked_flow_is_refused(run_dag, dag_scratch, connec
     use_topology(dag_scratch.topology)
     run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause"})
     assert run.state == "success" and audit.lock_holder(dag_scratch.flow.name) is None
+
+
+def test_stop_with_spark_parity_proves_no_group_moved(run_dag, dag_scratch, connect_b_url, audit):
+    run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "stop", "parity": "spark"})
+    assert run.state == "success", run.failure() or run.task_states()
+    verdict = [e for e in run.events(kind="step") if e.action == "step.parity.group_parity"]
+    assert len(verdict) == 1 and verdict[0].result == "noop"  # a check: nothing changed, nothing failed
+    assert verdict[0].details["status"] == "passed" and verdict[0].details["counts"].get("OK", 0) > 0

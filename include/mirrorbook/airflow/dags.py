@@ -56,6 +56,12 @@ def choice_param(default: str, choices: tuple[str, ...] | list[str], title: str,
     return Param(default, type="string", enum=list(choices), title=title, description=description, **kw)
 
 
+def parity_param() -> Param:
+    return Param("spark", type="string", enum=["spark", "off"], title="Parity check",
+                 description="spark: after each change, a Spark job proves offsets (and records) are where they must "
+                             "be (master from the spark_default connection); off: only the step's own read-back")
+
+
 def dry_run_param() -> Param:
     return Param(False, type="boolean", title="Dry run",
                  description="Only print the plan (every API call, with the precondition it checked); change nothing")

@@ -21,3 +21,29 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config with secret values replaced — the only form that may be logged, audited or reported."""
     return {k: ("***" if any(s in k.lower() for s in SECRET_KEYS) else v)
             for k, v in config.items() if k != "logger"}
+
+
+def java_client_options(config: Mapping[str, Any]) -> dict[str, str]:
+    """The security settings of a librdkafka config, as Java client properties (Spark's Kafka source).
+
+    Only what both clients share or what maps one to one; SASL PLAIN/SCRAM user+password become a
+    `sasl.jaas.config`. The result holds secrets: it goes to a 0600 file, never to a command line.
+    """
+    out: dict[str, str] = {}
+    for key in ("security.protocol", "ssl.endpoint.identification.algorithm"):
+        if key in config:
+            out[key] = str(config[key])
+    mech = config.get("sasl.mechanisms") or config.get("sasl.mechanism")
+    if mech:
+        out["sasl.mechanism"] = str(mech)
+        user, password = config.get("sasl.username"), config.get("sasl.password")
+        if user is not None and "sasl.jaas.config" not in config:
+            module = ("org.apache.kafka.common.security.scram.ScramLoginModule" if str(mech).startswith("SCRAM")
+                      else "org.apache.kafka.common.security.plain.PlainLoginModule")
+            out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    if "sasl.jaas.config" in config:
+        out["sasl.jaas.config"] = str(config["sasl.jaas.config"])
+    if "ssl.ca.location" in config:
+        out["ssl.truststore.type"] = "PEM"
+        out["ssl.truststore.location"] = str(config["ssl.ca.location"])
+    return out

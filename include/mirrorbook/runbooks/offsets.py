@@ -9,7 +9,6 @@ already in place is not sent at all, so re-running a finished runbook changes no
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.runbooks.connectors import TARGET_ACTION, connector_state
 from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
+from mirrorbook.runbooks.files import artifacts_dir
+from mirrorbook.runbooks.parity import keep_connector_offsets
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
 SNAPSHOT_KIND = "connector-offsets"
@@ -27,13 +28,6 @@ RESET = "reset"
 
 class OffsetsVerifyFailed(MirrorbookError):
     pass
-
-
-def artifacts_dir() -> Path:
-    if os.environ.get("MIRRORBOOK_ARTIFACTS_DIR"):
-        return Path(os.environ["MIRRORBOOK_ARTIFACTS_DIR"])
-    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
-    return Path(home) / "mirrorbook" / "artifacts"
 
 
 def artifact_name(flow: FlowSpec, role: str) -> str:
@@ -157,14 +151,15 @@ def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str
             step.connect(client, Endpoints.alter_offsets(name, change), action=f"offsets.{action}",
                          precondition=precondition)
         if not rb.dry_run:
-            _verify(client, name, _expected_after(action, current, change, snapshot))
+            expected = _expected_after(action, current, change, snapshot)
+            keep_connector_offsets(rb, flow, name, expected, _verify(client, name, expected))
         _restore_state(rb, step, client, name, previous, "STOPPED", timeout_s)
         rb.progress_set(resume_key, None)
         step.settle(connector_state(client.status(name)) if not rb.dry_run else {"planned": True})
     return step.outcome
 
 
-def _verify(client: ConnectClient, name: str, expected: dict[str, Any]) -> None:
+def _verify(client: ConnectClient, name: str, expected: dict[str, Any]) -> dict[str, Any]:
     """Read the offsets back while the connector is still STOPPED (a running one moves them at once)."""
     got = {k: e.offset for k, e in _index(client.get_offsets(name)).items()}
     if got != expected:
@@ -172,6 +167,7 @@ def _verify(client: ConnectClient, name: str, expected: dict[str, Any]) -> None:
         extra = {k: v for k, v in got.items() if k not in expected}
         raise OffsetsVerifyFailed(f"Offsets of {name} read back differ from what was written: "
                                   f"expected-but-not-found={missing}, unexpected={extra}")
+    return got
 
 
 def _restore_state(rb: Runbook, step: Any, client: ConnectClient, name: str, previous: str, now: str,

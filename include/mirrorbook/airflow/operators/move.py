@@ -9,7 +9,7 @@ from typing import Any
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
 from mirrorbook.runbooks import failback, failover, move as moves
 from mirrorbook.runbooks.engine import Runbook
-from mirrorbook.runbooks.offsets import artifacts_dir
+from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams, parse
 
 STEPS = ("precheck", "translate", "write_offsets", "verify", "stop_flow", "start_other_flow", "report")
@@ -79,7 +79,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         text = failover.render_report(report)
         for line in (text + "\n" + run["text"]).splitlines():
             self.log.info("%s", line)
-        path = artifacts_dir() / f"{self.direction}-{_safe(rb.info.run_id)}.json"
+        path = artifacts_dir() / f"{self.direction}-{safe_name(rb.info.run_id)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2, default=str))
         rb.audit.record_artifact(f"{self.direction}-report", rb.info.run_id, str(path),
@@ -91,6 +91,3 @@ def _trigger_time(context: Any) -> datetime | None:
     dag_run = context["dag_run"]
     return getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
 
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

@@ -1,0 +1,68 @@
+"""
+### mm2_health_check — is every MirrorMaker 2 flow replicating, and how fresh is it?
+
+Scheduled (default every 5 minutes; set `MIRRORBOOK_HEALTH_SCHEDULE` to a cron expression or preset,
+or `none` for manual runs only). For every flow of the topology (or those matching `flows`):
+
+* the **KIP-1144 state** (REPLICATING / CONCERNING / NOT_REPLICATING / DISABLED) and each connector's
+  and task's state — with `restart_failed`, FAILED connectors and FAILED tasks of running connectors are
+  restarted through the runbook engine (audited, under the flow's lock; paused or stopped connectors are
+  never touched), then looked at again;
+* **replication lag** per partition (source high watermark vs the source connector's offsets);
+* **heartbeat age** — now minus the newest SOURCE->TARGET heartbeat on the target's heartbeats topics;
+* **checkpoint age** per managed group — now minus its newest checkpoint; a group fails the check only when
+  its committed offsets moved past that checkpoint and no newer one came for `max_checkpoint_age_s`
+  (MM2 emits checkpoints only when offsets change: an idle group is not a fault);
+* **replication hops** from the source, by the target's heartbeat topics.
+
+Connect and the clusters are asked concurrently; MM2's topics are read once per target cluster.
+Each run stores one metrics sample per flow in the audit store (the unplanned failover's RPO
+estimate reads it). A crossed threshold fails the run with a message naming the flow and the figure,
+and the alert notifier logs it and POSTs it to `MIRRORBOOK_ALERT_WEBHOOK_URL` when set.
+"""
+
+import os
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from mirrorbook.airflow.dags import choice_param
+from mirrorbook.airflow.notifiers import MirrorbookAlertNotifier
+from mirrorbook.airflow.operators.health import HEALTH_XCOM_KEY, HealthCheckOperator
+from mirrorbook.runbooks.health import FLOW_STATES, HealthParams
+
+SCHEDULE_ENV = "MIRRORBOOK_HEALTH_SCHEDULE"
+schedule = os.environ.get(SCHEDULE_ENV, "*/5 * * * *").strip()
+defaults = HealthParams()
+
+with DAG(
+    dag_id="mm2_health_check",
+    doc_md=__doc__,
+    schedule=None if schedule.lower() in ("", "none") else schedule,
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(minutes=10),
+    render_template_as_native_obj=True,
+    tags=["mirrorbook", "health", "kafka", "mm2"],
+    default_args={"owner": "mirrorbook", "retries": 0},
+    params={
+        "flows": Param(defaults.flows, type="string", title="Flows (regex)",
+                       description="whole-name regex of the flows to check, e.g. A->B; default: all"),
+        "restart_failed": Param(defaults.restart_failed, type="boolean", title="Restart FAILED connectors/tasks",
+                                description="restart FAILED connectors and FAILED tasks (audited); paused or "
+                                            "stopped connectors are never touched"),
+        "required_state": choice_param(defaults.required_state, FLOW_STATES, "Required state",
+                                       "the KIP-1144 state every checked flow must be in"),
+        "max_lag": Param(defaults.max_lag, type="integer", minimum=0, title="Max lag (records)",
+                         description="per partition"),
+        "max_heartbeat_age_s": Param(defaults.max_heartbeat_age_s, type="number", exclusiveMinimum=0,
+                                     title="Max heartbeat age (s)"),
+        "max_checkpoint_age_s": Param(defaults.max_checkpoint_age_s, type="number", exclusiveMinimum=0,
+                                      title="Max checkpoint staleness (s)",
+                                      description="how long a group may stay committed past its newest checkpoint"),
+    },
+):
+    HealthCheckOperator(task_id="check_flows",
+                        on_failure_callback=[MirrorbookAlertNotifier(details_key=HEALTH_XCOM_KEY)])

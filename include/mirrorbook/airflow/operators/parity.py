@@ -1,0 +1,139 @@
+"""Parity after every mutating step: snapshots collected by the library, judged by the Spark apps
+through the Spark provider's own SparkSubmitOperator (master from the `spark_default` connection).
+
+`ParitySparkSubmitOperator` collects the snapshot its `check` needs, points SparkSubmitOperator at
+the app, runs it, then reads the app's JSON summary: the verdict goes to the audit store, and a
+failed parity fails the task naming the groups and partitions. `parity=off` (a DAG parameter)
+skips the job — the step's own read-back still verifies, without Spark.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
+
+from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, as_bool, guarded, run_info
+from mirrorbook.kafka.config import java_client_options
+from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
+from mirrorbook.parity.submit import local_env
+from mirrorbook.runbooks import parity
+from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.move import load_plan
+from mirrorbook.topology import FlowSpec
+
+SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
+CHECKS = ("unchanged", "offsets", "move")
+
+
+class CaptureGroupOffsetsOperator(MirrorbookBaseOperator):
+    """Before a connector change: where the flow's managed groups are committed, on both clusters."""
+
+    template_fields = ("flow", "dry_run", "parity")
+
+    def __init__(self, *, parity: Any = "{{ params.parity }}", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.parity = parity
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        rb = self.runbook(context)
+        topology = self.hook.topology
+        flow = guarded(lambda: topology.flow(self.flow))
+        with rb.step("parity.capture", flow.name) as step:
+            if self.parity == "off" or rb.dry_run:
+                step.note(reason="parity off" if self.parity == "off" else "dry run")
+            else:
+                step.settle({"groups": parity.capture_groups(rb, self.hook.clients, topology, flow)})
+        return self.log_outcomes(rb)
+
+
+class ParitySparkSubmitOperator(SparkSubmitOperator):
+    template_fields = (*SparkSubmitOperator.template_fields, "flow", "parity", "dry_run", "mode", "action")
+
+    def __init__(self, *, check: str, app: str = "group_parity", direction: str = "failover",
+                 flow: str = "{{ params.flow }}", parity: Any = "{{ params.parity }}",
+                 dry_run: Any = "{{ params.dry_run }}", mode: Any = None, action: Any = None,
+                 topology_path: str | None = None, conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
+        if check not in CHECKS:
+            raise ValueError(f"check must be one of {CHECKS}")
+        super().__init__(application="", conn_id=conn_id, name=f"mirrorbook-{app}", **kwargs)
+        self.check, self.app, self.direction = check, app, direction
+        self.flow, self.parity, self.dry_run, self.mode, self.action = flow, parity, dry_run, mode, action
+        self.topology_path = topology_path
+
+    def execute(self, context: Any) -> Any:
+        hook = MirrorbookHook(self.topology_path)
+        rb = Runbook(run_info(context, self.task_id), hook.audit(), dry_run=as_bool(self.dry_run))
+        flow = guarded(lambda: hook.topology.flow(self.flow))
+        reason = self._skip_reason(rb)
+        if reason:
+            with rb.step(f"parity.{self.app}", flow.name) as step:
+                step.note(skipped=reason)
+            self.log.info("parity not run: %s", reason)
+            return {"skipped": reason}
+        spec = guarded(lambda: self._spec(rb, hook, flow))
+        if spec is None:
+            with rb.step(f"parity.{self.app}", flow.name) as step:
+                step.note(skipped="nothing to verify: the flow has no managed consumer groups")
+            return {"skipped": "no managed groups"}
+        self._point_at(spec)
+        try:
+            super().execute(context)
+        except AirflowException as exc:  # the apps exit non-zero on a failed parity; the summary says why
+            self.log.info("spark-submit ended: %s", exc)
+        if not spec.summary_path.is_file():
+            raise AirflowException(f"{spec.name} produced no summary (see the spark-submit output above)")
+        summary = ParitySummary.model_validate_json(spec.summary_path.read_text())
+        guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check))
+        return {"app": summary.app, "status": summary.status, "counts": summary.counts,
+                "failures_total": summary.failures_total, "output": summary.output}
+
+    def _skip_reason(self, rb: Runbook) -> str | None:
+        if self.parity == "off":
+            return "parity=off"
+        if rb.dry_run:
+            return "dry run: nothing changed"
+        if self.action == "list":
+            return "action=list changes nothing"
+        if self.app == "record_parity" and self.mode == "unplanned":
+            return "unplanned: the source cluster cannot be read"
+        return None
+
+    def _spec(self, rb: Runbook, hook: MirrorbookHook, flow: FlowSpec) -> SparkSubmitSpec | None:
+        out = parity.workdir(rb, self.task_id)
+        clients = hook.clients
+        if self.check in ("unchanged", "offsets"):
+            expected = parity.unchanged_expectation(rb)
+            extra: dict = {}
+            if self.check == "offsets":
+                rows, extra = parity.connector_expectation(rb)
+                expected += rows
+            if not expected:
+                return None
+            return group_parity_job(parity.group_snapshot(clients, out / "snapshot", expected, extra), out)
+        plan = load_plan(rb)
+        via = flow if self.direction == "failover" else hook.topology.reverse_of(flow) or flow
+        if self.app == "group_parity":
+            return group_parity_job(parity.group_snapshot(clients, out / "snapshot",
+                                                          parity.move_expectation(plan, via)), out)
+        ranges, boundaries = parity.move_records(clients, plan, via)
+        snap = write_record_snapshot(out / "snapshot", ranges, boundaries)
+        src, dst = clients.kafka_config(via.source), clients.kafka_config(via.target)
+        return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap,
+                                 source_options=java_client_options(src), target_options=java_client_options(dst))
+
+    def _point_at(self, spec: SparkSubmitSpec) -> None:
+        """SparkSubmitOperator runs whatever these fields say; the master comes from its connection."""
+        kw = spec.operator_kwargs()
+        self.application, self.application_args, self.name = kw["application"], kw["application_args"], kw["name"]
+        self.jars, self.py_files = kw["jars"], kw["py_files"]
+        conf = dict(kw["conf"] or {})
+        if spec.driver_java_options:
+            conf["spark.driver.extraJavaOptions"] = spec.driver_java_options
+        self.conf = conf
+        self.env_vars = {k: v for k, v in local_env().items()
+                         if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")}
+        self._hook = None

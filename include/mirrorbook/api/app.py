@@ -1,0 +1,21 @@
+"""The FastAPI app the Airflow plugin mounts: KIP-1144's flows API on top of Connect, and the page."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from mirrorbook.api import control, errors, flows, page
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="mirrorbook flows API (KIP-1144)",
+        description="MirrorMaker 2 replication flows on Kafka Connect: state, connectors, pause/resume, "
+                    "source offsets. Authenticated by Airflow (JWT from POST /auth/token, or the UI session).",
+        version="1",
+    )
+    errors.install(app)
+    app.include_router(page.router)  # before the flow routes: /page must not read as a flow path
+    app.include_router(flows.router)
+    app.include_router(control.router)
+    return app

@@ -1,0 +1,66 @@
+"""Airflow's own authentication and authorization, applied to the flows API and the page.
+
+Authentication is Airflow's `get_user` dependency (`GetUserDep`): a JWT in `Authorization: Bearer`
+(from `POST /auth/token`) or the UI's `_token` session cookie. Without one it answers 401, with an
+invalid one 403 — before any of our code runs.
+
+Authorization asks Airflow's configured auth manager, so the flows API grants exactly what the
+equivalent runbook would: reading flows needs read access to DAG runs; pausing/resuming a flow needs
+permission to trigger `mm2_pause_resume`, changing its offsets permission to trigger `mm2_offsets`
+(SimpleAuthManager: viewer reads, user and above act).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable
+
+from fastapi import Depends, HTTPException, status
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep
+
+from mirrorbook.api.models import Caller
+
+PAUSE_RESUME_DAG = "mm2_pause_resume"
+OFFSETS_DAG = "mm2_offsets"
+
+
+def _team_of(dag_id: str) -> str | None:
+    from airflow.models.dag import DagModel
+
+    return DagModel.get_team_name(dag_id)
+
+
+def _allowed(user: Any, method: str, dag_id: str | None) -> bool:
+    details = DagDetails(id=dag_id, team_name=_team_of(dag_id) if dag_id else None)
+    return get_auth_manager().is_authorized_dag(method=method, access_entity=DagAccessEntity.RUN,
+                                                details=details, user=user)
+
+
+def _caller(user: Any) -> Caller:
+    return Caller(name=user.get_name())
+
+
+def reader(user: GetUserDep) -> Caller:
+    """Any user who may read DAG runs may read flows, connectors, offsets and the page."""
+    if not _allowed(user, "GET", None):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "Forbidden: reading flows needs read access to DAG runs")
+    return _caller(user)
+
+
+def runbook_runner(dag_id: str) -> Callable[..., Caller]:
+    """Acting on a flow needs permission to trigger the runbook DAG that does the same thing."""
+
+    def check(user: GetUserDep) -> Caller:
+        if not _allowed(user, "POST", dag_id):
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                f"Forbidden: this change needs permission to trigger the {dag_id} DAG")
+        return _caller(user)
+
+    return check
+
+
+Reader = Annotated[Caller, Depends(reader)]
+FlowOperator = Annotated[Caller, Depends(runbook_runner(PAUSE_RESUME_DAG))]
+OffsetsOperator = Annotated[Caller, Depends(runbook_runner(OFFSETS_DAG))]

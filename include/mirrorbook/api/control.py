@@ -1,0 +1,101 @@
+"""KIP-1144's control endpoints: `PUT …/pause`, `PUT …/resume`, `GET|PATCH|DELETE …/offsets`.
+
+Offsets are the flow's MirrorSourceConnector's (the KIP redirects them there). PATCH validates the
+body with the same rules as the mm2_offsets runbook before anything is sent; PATCH and DELETE need a
+STOPPED source connector, exactly as Connect does (same 400, same message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from mirrorbook.api import actions
+from mirrorbook.api.auth import FlowOperator, OffsetsOperator, Reader
+from mirrorbook.api.context import AuditDep, BasePath, ClientsDep, FlowDep
+from mirrorbook.api.links import offsets_links, rebased
+from mirrorbook.api.models import Caller, ConnectorChangeOut, FlowActionOut, OffsetsChangeOut
+from mirrorbook.audit import AuditStore
+from mirrorbook.clients import Clients
+from mirrorbook.mm2.flows import async_flow_status
+from mirrorbook.mm2.offsets import InvalidOffsets, validate_offsets
+from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
+
+router = APIRouter()
+# Connect's own success messages (KIP-875), returned when the change was made.
+ALTERED = "The offsets for this connector have been altered successfully"
+RESET = "The offsets for this connector have been reset successfully"
+
+
+@router.put("/{source}/{target}/pause", response_model=FlowActionOut, summary="Pause the flow's connectors")
+async def pause(caller: FlowOperator, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
+                base: BasePath) -> FlowActionOut:
+    return await _set_state("pause", caller, flow, clients, audit, base)
+
+
+@router.put("/{source}/{target}/resume", response_model=FlowActionOut, summary="Resume the flow's connectors")
+async def resume(caller: FlowOperator, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
+                 base: BasePath) -> FlowActionOut:
+    return await _set_state("resume", caller, flow, clients, audit, base)
+
+
+async def _set_state(action: actions.StateAction, caller: Caller, flow: FlowSpec, clients: Clients,
+                     audit: AuditStore, base: str) -> FlowActionOut:
+    rb, outcomes = await asyncio.to_thread(actions.set_state, clients, flow, action, caller, audit)
+    after = await async_flow_status(clients, flow, with_lag=False)
+    changes = {}
+    for o in outcomes:
+        role = o.details["role"]
+        changes[CONNECTOR_CLASSES[role]] = ConnectorChangeOut(connector=o.details["connector"], result=o.result,
+                                                              before=o.before, after=o.after)
+    detail = rebased(after.kip1144_detail(), base)
+    return FlowActionOut(flow=flow.name, action=action, state=after.state.value,
+                         mutations=sum(o.mutations for o in outcomes), auditRunId=rb.info.run_id,
+                         connectors=changes, links=detail["links"] | {"herder [GET]": f"{base}/{flow.source}/{flow.target}"})
+
+
+@router.get("/{source}/{target}/offsets", summary="The flow's MirrorSourceConnector offsets (KIP-875 body)")
+async def get_offsets(_: Reader, flow: FlowDep, clients: ClientsDep, base: BasePath) -> dict[str, Any]:
+    async with clients.async_connect(flow) as client:
+        offsets = await client.get_offsets(flow.connector("source"))
+    return {**offsets.sorted().to_body(), "links": offsets_links(flow, base)}
+
+
+@router.patch("/{source}/{target}/offsets", response_model=OffsetsChangeOut,
+              summary="Alter the flow's source offsets (connector must be STOPPED); snapshot first, audited")
+async def patch_offsets(request: Request, caller: OffsetsOperator, flow: FlowDep, clients: ClientsDep,
+                        audit: AuditDep, base: BasePath) -> OffsetsChangeOut:
+    requested = validate_offsets("source", await _json_body(request), flow)
+    rb, outcome = await asyncio.to_thread(actions.change_source_offsets, clients, flow, "alter", caller, audit,
+                                          requested)
+    return _offsets_out(flow, rb.info.run_id, outcome, ALTERED, base)
+
+
+@router.delete("/{source}/{target}/offsets", response_model=OffsetsChangeOut,
+               summary="Reset the flow's source offsets (connector must be STOPPED); snapshot first, audited")
+async def delete_offsets(caller: OffsetsOperator, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
+                         base: BasePath) -> OffsetsChangeOut:
+    rb, outcome = await asyncio.to_thread(actions.change_source_offsets, clients, flow, "reset", caller, audit)
+    return _offsets_out(flow, rb.info.run_id, outcome, RESET, base)
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        raise InvalidOffsets("The request body is empty; expected KIP-875 offsets",
+                             'expected {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}')
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return raw.decode("utf-8", "replace")  # validate_offsets names the JSON error precisely
+
+
+def _offsets_out(flow: FlowSpec, run_id: str, outcome: Any, done: str, base: str) -> OffsetsChangeOut:
+    name = flow.connector("source")
+    changed = outcome.mutations > 0
+    message = done if changed else f"The offsets of {name} already were as requested; nothing was changed"
+    return OffsetsChangeOut(message=message, connector=name, changed=changed, snapshotId=outcome.snapshot_id,
+                            auditRunId=run_id, links=offsets_links(flow, base))

@@ -1,0 +1,160 @@
+"""What each runbook expects the parity jobs to find, and what their verdict does to the run.
+
+- pause/resume/stop and connector-offsets changes must leave every managed consumer group exactly
+  where it was, on both clusters ("unchanged"); an offsets change must also have left the
+  connector's offsets as requested (read back while it was STOPPED, judged again by the job).
+- failover/failback: every (group, partition) of the plan committed on the new cluster at the
+  planned offset (and never past the proven position); for a planned move, the records of the
+  moved topics identical on both sides and, at each group's boundary, the record the group reads
+  next on the new cluster the one it would have read next on the old.
+The verdict is audited; a failure fails the task with the groups and partitions named.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mirrorbook.clients import Clients
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.policy import ReplicationPolicy
+from mirrorbook.parity import (ExpectedOffset, GroupBoundary, GroupSnapshot, ParitySummary, RecordRange, unchanged,
+                               write_group_snapshot)
+from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.files import artifacts_dir, safe_name
+from mirrorbook.runbooks.plan import TranslationPlan, managed_groups
+from mirrorbook.topology import FlowSpec, Topology
+
+BEFORE_KEY = "parity.groups_before"
+CONNECTOR_KEY = "parity.connector_offsets"
+
+
+def workdir(rb: Runbook, task_id: str) -> Path:
+    return artifacts_dir() / "parity" / (rb.info.dag_id or "run") / safe_name(rb.info.run_id) / task_id
+
+
+def _key(offsets: dict[str, dict[TP, int]]) -> dict[str, dict[str, int]]:
+    return {g: {f"{tp.topic}\t{tp.partition}": o for tp, o in sorted(offs.items())} for g, offs in offsets.items()}
+
+
+def _unkey(data: dict[str, dict[str, int]]) -> dict[str, dict[TP, int]]:
+    out = {}
+    for g, offs in data.items():
+        out[g] = {TP(k.split("\t")[0], int(k.split("\t")[1])): o for k, o in offs.items()}
+    return out
+
+
+def capture_groups(rb: Runbook, clients: Clients, topology: Topology, flow: FlowSpec) -> dict[str, Any]:
+    """Committed offsets of the flow's managed groups on both clusters, kept in the run's progress."""
+    regex = topology.managed_groups(flow)
+    before = {}
+    for cluster in (flow.source, flow.target):
+        admin = clients.admin(cluster)
+        before[cluster] = _key(admin.committed_offsets(managed_groups(admin, regex)))
+    rb.progress_set(BEFORE_KEY, before)
+    return {c: len(g) for c, g in before.items()}
+
+
+def unchanged_expectation(rb: Runbook) -> list[ExpectedOffset]:
+    before = rb.progress_get(BEFORE_KEY) or {}
+    rows: list[ExpectedOffset] = []
+    for cluster, groups in before.items():
+        rows += unchanged(cluster, _unkey(groups))
+    return rows
+
+
+def connector_expectation(rb: Runbook) -> tuple[list[ExpectedOffset], dict[str, dict[str, dict[TP, int]]]]:
+    """The connector's offsets as requested vs as read back while STOPPED (kept by the offsets step)."""
+    kept = rb.progress_get(CONNECTOR_KEY)
+    if not kept:
+        return [], {}
+    name, cluster = kept["connector"], f"connect:{kept['connect_cluster']}"
+    expected = [ExpectedOffset(cluster=cluster, group=name, topic=r["topic"], partition=r["partition"],
+                               expected_offset=r["offset"]) for r in kept["expected"]]
+    actual = {cluster: {name: {TP(r["topic"], r["partition"]): r["offset"] for r in kept["actual"]}}}
+    return expected, actual
+
+
+def keep_connector_offsets(rb: Runbook, flow: FlowSpec, connector: str, expected: dict[str, Any],
+                           actual: dict[str, Any]) -> None:
+    """Called by the offsets step right after its read-back, so the parity job judges the same moment."""
+    def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for key, off in data.items():
+            part = json.loads(key)
+            if off is not None and "topic" in part and "partition" in part:
+                out.append({"topic": str(part.get("group", "")) + ("/" if "group" in part else "") + part["topic"],
+                            "partition": int(part["partition"]), "offset": int(off["offset"])})
+        return out
+    rb.progress_set(CONNECTOR_KEY, {"connector": connector, "connect_cluster": flow.connect_cluster,
+                                    "expected": rows(expected), "actual": rows(actual)})
+
+
+def move_expectation(plan: TranslationPlan, via: FlowSpec) -> list[ExpectedOffset]:
+    return [ExpectedOffset(cluster=plan.to_cluster, group=r.group, topic=r.target_topic, partition=r.partition,
+                           expected_offset=r.offset, true_offset=r.precise_offset, source_cluster=plan.from_cluster,
+                           source_topic=r.source_topic if r.source_topic != "?" else None,
+                           source_partition=r.partition, source_committed=r.source_offset)
+            for r in plan.rows]
+
+
+def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tuple[list[RecordRange],
+                                                                                   list[GroupBoundary]]:
+    """Whole-partition ranges of the moved topics on both sides, and each group's boundary.
+
+    Only rows translated through `via` in the forward direction (remote topic on the new cluster) —
+    records of failback's back-to-origin topics are compared by the original flow's own parity.
+    """
+    policy = ReplicationPolicy.for_flow(via)
+    pairs: set[tuple[str, str, int]] = set()
+    boundaries = []
+    for r in plan.rows:
+        if r.source_topic == "?" or r.source_offset is None:
+            continue
+        if policy.format_remote_topic(via.source, r.source_topic) != r.target_topic:
+            continue
+        pairs.add((r.source_topic, r.target_topic, r.partition))
+        boundaries.append(GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
+                                        source_committed=r.source_offset, target_topic=r.target_topic,
+                                        target_partition=r.partition, target_offset=r.offset))
+    src_marks = clients.admin(via.source).watermarks({TP(s, p) for s, _, p in pairs})
+    dst_marks = clients.admin(via.target).watermarks({TP(t, p) for _, t, p in pairs})
+    ranges = [RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
+                          source_start=src_marks[TP(s, p)].low, source_end=src_marks[TP(s, p)].high,
+                          target_start=dst_marks[TP(t, p)].low, target_end=dst_marks[TP(t, p)].high)
+              for s, t, p in sorted(pairs)]
+    return ranges, boundaries
+
+
+def group_snapshot(clients: Clients, out_dir: Path, expected: list[ExpectedOffset],
+                   extra_actual: dict[str, dict[str, dict[TP, int]]] | None = None) -> GroupSnapshot:
+    """Committed offsets and watermarks, read now from the Kafka clusters the expectation names;
+    `extra_actual` adds rows that are not consumer groups (a connector's offsets, as read back)."""
+    groups: dict[str, set[str]] = {}
+    tps: dict[str, set[TP]] = {}
+    for e in expected:
+        if e.cluster in (extra_actual or {}):
+            continue
+        groups.setdefault(e.cluster, set()).add(e.group)
+        tps.setdefault(e.cluster, set()).add(TP(e.topic, e.partition))
+    actual: dict[str, dict[str, dict[TP, int]]] = {}
+    marks = {}
+    for cluster, gs in groups.items():
+        admin = clients.admin(cluster)
+        actual[cluster] = admin.committed_offsets(sorted(gs))
+        for offs in actual[cluster].values():
+            tps[cluster].update(offs)
+        existing = admin.topics(include_internal=True)
+        marks[cluster] = admin.watermarks(sorted(tp for tp in tps[cluster] if tp.topic in existing))
+    return write_group_snapshot(out_dir, expected, {**actual, **(extra_actual or {})}, marks)
+
+
+def record_verdict(rb: Runbook, flow: str, summary: ParitySummary, check: str) -> None:
+    """Audit the job's verdict (counts, failing rows) and raise when it failed."""
+    with rb.step(f"parity.{summary.app}", flow) as step:
+        step.note(check=check, status=summary.status, counts=summary.counts, totals=summary.totals,
+                  failures=[f.model_dump() for f in summary.failures[:50]], failures_total=summary.failures_total,
+                  output=summary.output, elapsed_s=summary.elapsed_s)
+        step.settle({"passed": summary.passed})
+        summary.check()

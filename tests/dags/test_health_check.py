@@ -1,0 +1,173 @@
+"""mm2_health_check end to end: real Airflow (dag.test), real Connect + MM2 on the session devstack,
+each test on a scratch flow of its own (it stops or breaks only that flow), alerts received by a real
+local webhook."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from mirrorbook.audit import AuditStore
+from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.connect import ConnectClient
+from mirrorbook.connect.wait import wait_for
+from mirrorbook.devstack.stack import DevStack
+from mirrorbook.devstack.workload import GroupSpec, load, produce
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.mm2.flows import flow_status
+from mirrorbook.mm2.remote_cluster_utils import translate_offsets
+from tests.conftest import ScratchFlow
+from tests.helpers import eventually, wait_mirrored
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+
+class Webhook:
+    """A tiny local HTTP server that keeps every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        received: list[dict[str, Any]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.received = received
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert?token=s3cret"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "Webhook":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
+    with Webhook() as hook:
+        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
+        yield hook
+
+
+@pytest.fixture
+def scratch(devstack: DevStack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, use_topology) -> Iterator[ScratchFlow]:
+    """A scratch flow of this test, replicating one topic that already holds records and a parked group
+    (so MM2 checkpoints it at once). The topic is named `A.<…>`: the session's B->A flow sees its copy on
+    B (`<alias>.A.<…>`) as a cycle and never replicates it, so whatever a test breaks on that copy stays
+    inside the test (B->A copies topic configs to A and would fail on them too)."""
+    alias = "H" + uuid.uuid4().hex[:6].upper()
+    topic = f"A.hc-{uuid.uuid4().hex[:8]}"
+    load(admin_a.bootstrap, [topic], 2, 20, [GroupSpec(name=f"{topic}-g", position="end-3")])
+    flow = ScratchFlow(devstack.alias_flow(alias, topics=re.escape(topic)), alias, topic)
+    use_topology(flow.topology)
+    wait_mirrored(admin_a, admin_b, topic, flow.remote)
+    clients = Clients(TopologyResolver(flow.topology))
+    eventually(lambda: flow_status(clients, flow.flow).state.value == "REPLICATING", timeout=60,
+               what=f"{flow.flow.name} REPLICATING")
+    yield flow
+    devstack.remove_flow(flow.flow)
+
+
+def _conf(scratch: ScratchFlow, **kw: Any) -> dict[str, Any]:
+    return {"flows": re.escape(scratch.flow.name), **kw}
+
+
+def test_green_on_a_healthy_flow_and_a_sample_per_run_lands_in_the_audit(run_dag, scratch, admin_b,
+                                                                         audit: AuditStore, webhook: Webhook):
+    import time; t0=time.time()
+    group = f"{scratch.topic}-g"
+    eventually(lambda: translate_offsets(admin_b.bootstrap, scratch.alias, group), timeout=60, what="a checkpoint")
+    print("CP", time.time()-t0)
+    run = run_dag("mm2_health_check", _conf(scratch))
+    print("RUN", time.time()-t0)
+    run = run_dag("mm2_health_check", _conf(scratch))
+    print("RUN2", time.time()-t0)
+    assert run.state == "success", run.task_states()
+    assert webhook.received == []
+
+    sample = audit.metrics(scratch.flow.name)[0]
+    m = sample.metrics
+    assert m["state"] == "REPLICATING" and m["source"] == "mm2_health_check" and m["violations"] == []
+    rows = {(p["topic"], p["partition"]): p for p in m["partitions"]}
+    for p in range(2):  # what the RPO estimate reads, exactly
+        row = rows[(scratch.topic, p)]
+        assert row["high_watermark"] == 20 and row["replicated_offset"] == 19 and row["lag"] == 0
+    assert 0 <= m["heartbeat_age_s"] < 30
+    assert m["hops"] == 1  # A's heartbeats reach B as <alias>.heartbeats
+    [cp] = [c for c in m["checkpoints"] if c["group"] == group]
+    assert 0 <= cp["age_s"] < 60 and cp["behind"] == []
+
+
+def test_red_naming_the_flow_when_its_source_connector_stops_then_green_after_resume(
+        run_dag, scratch, admin_a, admin_b, connect_b_url, webhook: Webhook):
+    source = scratch.flow.connector("source")
+    with ConnectClient(connect_b_url) as c:
+        c.stop(source)
+        wait_for(c, source, "STOPPED", timeout_s=60)
+
+    red = run_dag("mm2_health_check", _conf(scratch))
+    assert red.state == "failed"
+    assert red.task_states() == {"check_flows": "failed"}
+    [alert] = webhook.received  # the notifier POSTed one JSON alert
+    assert alert["dag_id"] == "mm2_health_check" and alert["run_id"] == red.run_id
+    assert f"flow {scratch.flow.name} is DISABLED (required REPLICATING): source STOPPED" in alert["message"]
+    assert [f["flow"] for f in alert["details"]["flows"]] == [scratch.flow.name]
+
+    with ConnectClient(connect_b_url) as c:
+        c.resume(source)
+        wait_for(c, source, "RUNNING", timeout_s=60, min_tasks=1)
+    green = run_dag("mm2_health_check", _conf(scratch))
+    assert green.state == "success", webhook.received[1:]
+    assert len(webhook.received) == 1
+
+
+def _set_max_message_bytes(bootstrap: str, topic: str, value: str | None) -> None:
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    res = ConfigResource(ResourceType.TOPIC, topic,
+                         incremental_configs=[ConfigEntry("max.message.bytes", value, incremental_operation=op)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the futures resolve
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result()
+
+
+def test_restart_failed_brings_back_a_task_that_failed_on_a_target_topic_config_error(
+        run_dag, scratch, admin_a, admin_b, connect_b_url, audit: AuditStore, webhook: Webhook):
+    """A realistic FAILED task: the target topic refuses MM2's records (max.message.bytes too small), the
+    source task dies with "Unrecoverable exception from producer send callback". Once the topic is fixed,
+    only a restart brings the task back — which is what restart_failed does."""
+    source = scratch.flow.connector("source")
+    _set_max_message_bytes(admin_b.bootstrap, scratch.remote, "64")
+    produce(admin_a.bootstrap, [scratch.topic], 5)
+    with ConnectClient(connect_b_url) as c:
+        eventually(lambda: "FAILED" in [t.state for t in c.status(source).tasks], timeout=90, what="a FAILED task")
+
+    red = run_dag("mm2_health_check", _conf(scratch))  # without restart_failed it only reports it
+    assert red.state == "failed"
+    assert "source RUNNING (0 task(s) running, tasks FAILED)" in webhook.received[-1]["message"]
+    assert red.mutating_calls() == 0
+
+    _set_max_message_bytes(admin_b.bootstrap, scratch.remote, None)  # the operator fixes the topic
+    fixed = run_dag("mm2_health_check", _conf(scratch, restart_failed=True))
+    assert fixed.state == "success", webhook.received[-1]
+    [call] = [e for e in fixed.events(kind="call") if e.mutating]
+    assert call.result == "ok" and call.request.method == "POST"
+    assert call.request.path.endswith("/restart") and call.flow == scratch.flow.name
+    [sample] = audit.metrics(scratch.flow.name, limit=1)
+    assert sample.metrics["restarted"] == [f"{source}: restarted FAILED parts, RUNNING again"]
+    wait_mirrored(admin_a, admin_b, scratch.topic, scratch.remote)  # the refused records got through

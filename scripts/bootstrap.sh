@@ -47,4 +47,4 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
 fi
 
 say "fetching Kafka (and Spark's Kafka source) jars from Maven Central into the cache"
-"$VENV/bin/mirrorbook" devstack fetch
+"$VENV/bin/mirrorbook" devstack fetch --spark

@@ -60,7 +60,8 @@ class EventRow(BaseModel):
 
 def flow_rows(statuses: list[FlowStatus], base: str) -> list[FlowRow]:
     return [FlowRow(name=s.flow, state=s.state.value,
-                    connectors={c.connector_class: f"{c.state} ({c.tasks_running} tasks)" for c in s.connectors.values()},
+                    connectors={c.connector_class: f"{c.state}, {c.tasks_running} task(s) running"
+                                for c in s.connectors.values()},
                     total_lag=s.total_lag, max_lag=s.max_lag, errors=s.errors,
                     href=f"{base}/{s.source}/{s.target}") for s in statuses]
 

@@ -1,0 +1,16 @@
+"""mirrorbook's Airflow plugin: the KIP-1144 flows API and the flows/drills/audit page.
+
+Served by Airflow's API server under /mirrorbook (`GET /mirrorbook/`, `/mirrorbook/{source}/{target}`…,
+the page at /mirrorbook/page, linked from the UI's Browse menu), behind Airflow's authentication.
+The code lives in the installed library (`mirrorbook.api`); this file only registers it.
+"""
+
+from airflow.plugins_manager import AirflowPlugin
+
+from mirrorbook.api.mount import external_view, fastapi_app
+
+
+class MirrorbookPlugin(AirflowPlugin):
+    name = "mirrorbook"
+    fastapi_apps = [fastapi_app()]
+    external_views = [external_view()]

@@ -1,0 +1,47 @@
+"""The Airflow glue resolves clusters through connections: our `kafka_connect` type and the Kafka provider's `kafka`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+
+def test_kafka_connect_connection_type_is_registered_with_its_form_fields(airflow_env):
+    from airflow.providers_manager import ProvidersManager
+
+    pm = ProvidersManager()
+    assert pm.hooks["kafka_connect"].hook_class_name == "mirrorbook.airflow.hooks.connect.KafkaConnectHook"
+    widgets = pm.connection_form_widgets
+    for field in ("use_tls", "verify", "client_cert", "client_key", "timeout", "retry_deadline"):
+        assert f"extra__kafka_connect__{field}" in widgets
+    assert "schema" in pm.field_behaviours["kafka_connect"]["hidden_fields"]
+
+
+def test_hook_builds_tls_and_basic_auth_settings_without_leaking_the_password(monkeypatch, airflow_env):
+    from mirrorbook.airflow.hooks.connect import KafkaConnectHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_TLS_CONNECT", json.dumps({
+        "conn_type": "kafka_connect", "host": "connect.dr.example", "port": 8443, "login": "ops",
+        "password": "pa55-word", "extra": {"use_tls": True, "verify": "/etc/ssl/ca.pem", "timeout": 12,
+                                           "retry_deadline": 45}}))
+    s = KafkaConnectHook("tls_connect").settings()
+    assert s.url == "https://connect.dr.example:8443"
+    assert s.username == "ops" and s.password.get_secret_value() == "pa55-word"
+    assert s.verify == "/etc/ssl/ca.pem" and s.timeout_s == 12 and s.retry_deadline_s == 45
+    assert "pa55-word" not in repr(s) and "pa55-word" not in str(s.model_dump())
+
+
+def test_hook_talks_to_the_real_connect_and_resolver_prefers_connections(airflow_env, stack_state):
+    from mirrorbook.airflow.hooks.connect import KafkaConnectHook
+    from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
+
+    ok, message = KafkaConnectHook("mirrorbook_connect_b").test_connection()
+    assert ok, message
+    assert "Kafka Connect 4.3.1" in message
+    hook = MirrorbookHook()
+    # The devstack's Airflow connections (AIRFLOW_CONN_*) resolve to the same addresses as its topology.
+    assert hook.clients.kafka_config("A")["bootstrap.servers"] == stack_state.brokers["A"].bootstrap
+    assert hook.clients.resolver.connect_settings("B").url == stack_state.workers["B"].url

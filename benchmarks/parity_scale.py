@@ -108,7 +108,8 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--jvm-options", default=None,
-                        help=f"driver JVM flags (default for local masters: {submit.QUICK_START_JVM!r})")
+                        help=f"driver JVM flags (default: {submit.QUICK_START_JVM!r} up to "
+                             f"{submit.QUICK_START_MAX_ROWS} input rows on a local master, else the JVM defaults)")
     parser.add_argument("--workdir", default=None, help="keep the data here (default: a temp dir, removed)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]

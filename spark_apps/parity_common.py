@@ -23,7 +23,6 @@ from typing import Any, Callable, Iterable, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BooleanType,
     IntegerType,
     LongType,
     StringType,
@@ -40,7 +39,7 @@ def _schema(*fields: tuple[str, Any, bool]) -> StructType:
     return StructType([StructField(name, typ, nullable) for name, typ, nullable in fields])
 
 
-S, I, L, B = StringType(), IntegerType(), LongType(), BooleanType()
+S, I, L = StringType(), IntegerType(), LongType()
 
 # -- snapshot inputs (Parquet) -------------------------------------------------------------------------
 EXPECTED = _schema(
@@ -206,6 +205,3 @@ def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], d
 def tp_label(topic: Any, partition: Any) -> str:
     return f"{topic}-{partition}"
 
-
-def sql_in(values: Iterable[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)

@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cli.register(sub)
     flows_cli.register(sub)
     __import__("mirrorbook.demo", fromlist=["register"]).register(sub)  # mirrorbook demo
+    __import__("mirrorbook.trigger", fromlist=["register"]).register(sub)  # mirrorbook trigger
     return parser
 
 

@@ -16,44 +16,9 @@ reached A but never B before the outage — the consumers did not see them on B 
 them on A; decide what to replay.
 """
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
-from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_dag_kwargs,
-                                     topology_or_none)
-from mirrorbook.airflow.operators.move import GroupMoveOperator
-from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator
-from mirrorbook.airflow.operators.runbook import FlowLockOperator, ValidateParamsOperator
-from mirrorbook.airflow.sensors.kafka import GroupsInactiveSensor, ReplicationDrainedSensor
-from mirrorbook.runbooks.params import FAILOVER_MODES, TRANSLATIONS
+from mirrorbook.airflow.dags import move_params, move_tasks, runbook_dag_kwargs, topology_or_none
 
-topology = topology_or_none()
-params = {
-    "flow": flow_param(topology, "The flow that was failed over, SOURCE->TARGET: groups move back to SOURCE"),
-    "mode": choice_param("planned", FAILOVER_MODES, "Mode",
-                         "planned: B is up — stop consumers on B, drain B->A, then switch back"),
-    "groups": Param(None, type=["null", "string"], title="Consumer groups (regex)",
-                    description="whole-id regex of the groups to move back; empty: the topology's managed groups"),
-    "translation": choice_param("precise", TRANSLATIONS, "Offset translation",
-                                "precise: exact next record, proven by content; mm2: MM2's checkpoints / offset-syncs"),
-    "drain_timeout": Param(600, type="integer", minimum=0, title="Drain timeout (s)"),
-    "max_lag": Param(0, type="integer", minimum=0, title="Max lag (records)"),
-    "restart_flow": Param(True, type="boolean", title="Restart the original flow",
-                          description="resume SOURCE->TARGET once the groups are back on SOURCE"),
-    "parity": parity_param(),
-    "dry_run": dry_run_param(),
-}
-
-with DAG(**runbook_dag_kwargs("mm2_failback", __doc__, params)):
-    validate = ValidateParamsOperator(task_id="validate_params", params_model="failback")
-    lock = FlowLockOperator(task_id="lock_flow", dry_run="{{ params.dry_run }}", with_reverse=True)
-    steps = {s: GroupMoveOperator(task_id=s, direction="failback", step=s)
-             for s in ("precheck", "translate", "write_offsets", "verify", "stop_flow", "start_other_flow")}
-    inactive = GroupsInactiveSensor(task_id="wait_groups_inactive", direction="failback")
-    drained = ReplicationDrainedSensor(task_id="wait_replication_drained", direction="failback")
-    group_parity = ParitySparkSubmitOperator(task_id="group_parity", check="move", direction="failback")
-    record_parity = ParitySparkSubmitOperator(task_id="record_parity", check="move", app="record_parity",
-                                              direction="failback", mode="{{ params.mode }}")
-    unlock = FlowLockOperator(task_id="unlock_flow", release=True, with_reverse=True).as_teardown(setups=lock)
-    report = GroupMoveOperator(task_id="report", direction="failback", step="report", trigger_rule="all_done")
-    (validate >> lock >> steps["precheck"] >> inactive >> drained >> steps["translate"] >> steps["write_offsets"]
-     >> group_parity >> record_parity >> steps["verify"] >> steps["stop_flow"] >> steps["start_other_flow"] >> unlock >> report)
+with DAG(**runbook_dag_kwargs("mm2_failback", __doc__, move_params(topology_or_none(), "failback"))):
+    move_tasks("failback")

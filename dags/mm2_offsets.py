@@ -23,11 +23,10 @@ and proves that no consumer group of the flow moved on either cluster.
 
 from airflow.sdk import DAG, Param
 
-from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_dag_kwargs,
-                                     topology_or_none)
+from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_chain,
+                                     runbook_dag_kwargs, topology_or_none)
 from mirrorbook.airflow.operators.offsets import ConnectorOffsetsOperator
 from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
-from mirrorbook.airflow.operators.runbook import FlowLockOperator, RunbookReportOperator, ValidateParamsOperator
 from mirrorbook.runbooks.params import OFFSETS_ACTIONS
 
 DRY = "{{ params.dry_run }}"
@@ -49,11 +48,8 @@ params = {
 }
 
 with DAG(**runbook_dag_kwargs("mm2_offsets", __doc__, params)):
-    validate = ValidateParamsOperator(task_id="validate_params", params_model="offsets")
-    lock = FlowLockOperator(task_id="lock_flow", dry_run=DRY)
-    capture = CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY)
-    apply = ConnectorOffsetsOperator(task_id="apply", dry_run=DRY)
-    parity = ParitySparkSubmitOperator(task_id="group_parity", check="offsets", action="{{ params.action }}")
-    unlock = FlowLockOperator(task_id="unlock_flow", release=True).as_teardown(setups=lock)
-    report = RunbookReportOperator(task_id="report", trigger_rule="all_done")
-    validate >> lock >> capture >> apply >> parity >> unlock >> report
+    runbook_chain("offsets", [
+        CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY),
+        ConnectorOffsetsOperator(task_id="apply", dry_run=DRY),
+        ParitySparkSubmitOperator(task_id="group_parity", check="offsets", action="{{ params.action }}"),
+    ])

@@ -16,11 +16,10 @@ Every step and every call is in the audit trail: `mirrorbook audit list --run-id
 
 from airflow.sdk import DAG
 
-from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_dag_kwargs,
-                                     topology_or_none)
+from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_chain,
+                                     runbook_dag_kwargs, topology_or_none)
 from mirrorbook.airflow.operators.connectors import ConnectorStateOperator
 from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
-from mirrorbook.airflow.operators.runbook import FlowLockOperator, RunbookReportOperator, ValidateParamsOperator
 from mirrorbook.airflow.sensors.connect import ConnectorStateSensor
 from mirrorbook.runbooks.params import CONNECTOR_SELECTIONS, PAUSE_RESUME_ACTIONS
 
@@ -37,12 +36,9 @@ params = {
 }
 
 with DAG(**runbook_dag_kwargs("mm2_pause_resume", __doc__, params)):
-    validate = ValidateParamsOperator(task_id="validate_params", params_model="pause_resume")
-    lock = FlowLockOperator(task_id="lock_flow", dry_run=DRY)
-    capture = CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY)
-    apply = ConnectorStateOperator(task_id="apply", dry_run=DRY)
-    wait = ConnectorStateSensor(task_id="wait_for_state", dry_run=DRY)
-    parity = ParitySparkSubmitOperator(task_id="group_parity", check="unchanged")
-    unlock = FlowLockOperator(task_id="unlock_flow", release=True).as_teardown(setups=lock)
-    report = RunbookReportOperator(task_id="report", trigger_rule="all_done")
-    validate >> lock >> capture >> apply >> wait >> parity >> unlock >> report
+    runbook_chain("pause_resume", [
+        CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY),
+        ConnectorStateOperator(task_id="apply", dry_run=DRY),
+        ConnectorStateSensor(task_id="wait_for_state", dry_run=DRY),
+        ParitySparkSubmitOperator(task_id="group_parity", check="unchanged"),
+    ])

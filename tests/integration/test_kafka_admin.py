@@ -1,0 +1,71 @@
+"""KafkaAdmin against a real broker: batched watermarks and committed offsets, group states, guarded writes."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from mirrorbook.devstack.workload import GroupSpec, load
+from mirrorbook.kafka.admin import GroupActive, KafkaAdmin
+from mirrorbook.kafka.types import TP
+from tests.helpers import ActiveConsumer
+
+pytestmark = pytest.mark.integration
+
+
+def test_watermarks_and_last_stable_offset_in_one_batch(admin_a, bootstrap_a, unique):
+    topic = f"wm-{unique}"
+    load(bootstrap_a, [topic], partitions=3, records_per_partition=40)
+    # An open transaction on partition 0 holds the last stable offset back; high watermark moves on.
+    p = Producer({"bootstrap.servers": bootstrap_a, "transactional.id": f"tx-{unique}"})
+    p.init_transactions()
+    p.begin_transaction()
+    for _ in range(5):
+        p.produce(topic, b"v", partition=0)
+    p.flush()
+    marks = admin_a.watermarks(admin_a.partitions([topic]), with_lso=True)
+    assert {tp.partition: (w.low, w.high) for tp, w in marks.items()} == {0: (0, 45), 1: (0, 40), 2: (0, 40)}
+    assert marks[TP(topic, 0)].lso == 40 and marks[TP(topic, 1)].lso == 40
+    p.abort_transaction()
+
+
+def test_committed_offsets_and_states_of_many_groups(admin_a, bootstrap_a, unique):
+    topic = f"grp-{unique}"
+    specs = [GroupSpec(name=f"{unique}-g{i}", position=pos) for i, pos in enumerate(["end", "end-7", "3", "none"])]
+    load(bootstrap_a, [topic], partitions=2, records_per_partition=20, groups=specs)
+    got = admin_a.committed_offsets([s.name for s in specs])
+    assert got[specs[0].name] == {TP(topic, 0): 20, TP(topic, 1): 20}
+    assert got[specs[1].name] == {TP(topic, 0): 13, TP(topic, 1): 13}
+    assert got[specs[2].name] == {TP(topic, 0): 3, TP(topic, 1): 3}
+    assert got[specs[3].name] == {}
+    states = admin_a.describe_groups([s.name for s in specs])
+    assert states[specs[0].name].state == "EMPTY" and states[specs[0].name].inactive
+    assert states[specs[3].name].inactive  # absent
+    assert specs[0].name in admin_a.list_groups()
+
+
+def test_alter_refuses_an_active_group_before_writing_anything(admin_a, bootstrap_a, unique):
+    topic = f"alt-{unique}"
+    idle, busy = f"{unique}-idle", f"{unique}-busy"
+    load(bootstrap_a, [topic], partitions=2, records_per_partition=10,
+         groups=[GroupSpec(name=idle, position="2"), GroupSpec(name=busy, position="2")])
+    with ActiveConsumer(bootstrap_a, busy, [topic]):
+        with pytest.raises(GroupActive) as err:
+            admin_a.alter_group_offsets({idle: {TP(topic, 0): 9}, busy: {TP(topic, 0): 9}})
+    assert busy in str(err.value) and "STABLE" in str(err.value) and idle not in str(err.value).split(":")[1]
+    assert admin_a.committed_offsets([idle])[idle][TP(topic, 0)] == 2  # nothing was written, not even `idle`
+    result = admin_a.alter_group_offsets({idle: {TP(topic, 0): 9, TP(topic, 1): 4}})
+    assert result == {idle: {TP(topic, 0): "OK", TP(topic, 1): "OK"}}
+
+
+def test_topic_listing_with_configs(admin_a, unique):
+    topic = f"cfg-{unique}"
+    admin_a.create_topics({topic: 4}, configs={"retention.ms": "3600000", "cleanup.policy": "compact"})
+    assert admin_a.topics()[topic] == 4
+    cfg = admin_a.topic_configs([topic])[topic]
+    assert cfg["retention.ms"] == "3600000" and cfg["cleanup.policy"] == "compact"
+    assert admin_a.create_topics({topic: 4}) == []  # existing topics are left alone
+
+
+def test_unreachable_cluster_is_reported_not_hung():
+    assert KafkaAdmin("localhost:9").ping(timeout_s=1.0) is False

@@ -27,8 +27,19 @@ command -v java >/dev/null 2>&1 || [[ -x "${JAVA_HOME:-/nonexistent}/bin/java" ]
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 if [[ $WITH_TEST -eq 1 ]]; then
   [[ -x /usr/lib/postgresql/15/bin/postgres ]] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || pkgs+=(postgresql)
+  # Debian's Chromium renders the plugin page headless in tests/e2e (no browser download).
+  command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
 fi
 apt_install "${pkgs[@]}"
+
+if [[ $WITH_TEST -eq 1 ]]; then
+  profile=$(mktemp -d)
+  timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+      --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$profile" \
+      --dump-dom 'data:text/html,<p>headless-ok</p>' 2>/dev/null | grep -q headless-ok \
+    || { echo "chromium is installed but cannot render headless" >&2; rm -rf "$profile"; exit 1; }
+  rm -rf "$profile"
+fi
 
 stamp="$VENV/.mirrorbook-installed"
 want="$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"

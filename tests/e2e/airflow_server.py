@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -79,6 +78,9 @@ def airflow_env(home: Path, port: int, extra: dict[str, str]) -> dict[str, str]:
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+        # The scheduler's and triggerer's log servers default to fixed ports: other stacks may hold them.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
         "AIRFLOW__CORE__PARALLELISM": "4",
@@ -133,25 +135,28 @@ def wait_ready(server: AirflowServer, dag_ids: list[str], timeout_s: float = 180
     raise TimeoutError(f"Airflow not ready after {timeout_s:.0f}s ({last}):\n{server.log_tail()}")
 
 
-def stop(server: AirflowServer, timeout_s: float = 30.0) -> None:
-    """SIGINT to standalone (it stops its components), then SIGTERM/SIGKILL to whatever it started."""
+def stop(server: AirflowServer, timeout_s: float = 20.0) -> None:
+    """SIGTERM to standalone and every process it started (each component shuts down on it), SIGKILL
+    to whatever is left after `timeout_s`. Only these pids: nothing else is touched."""
     server.remember_children()
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGINT)
-        try:
-            server.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
     procs = [p for p in server.children.values() if p.is_running()]
+    try:
+        procs.append(psutil.Process(server.process.pid))
+    except psutil.NoSuchProcess:
+        pass
     for p in procs:
         try:
             p.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=10)
+    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
     for p in alive:
         try:
             p.kill()
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=5)
+    try:
+        server.process.wait(timeout=5)  # reap it
+    except subprocess.TimeoutExpired:
+        pass

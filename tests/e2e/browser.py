@@ -1,0 +1,114 @@
+"""Render a page in the system's headless Chromium (Debian `chromium`), with cookies, over the DevTools
+protocol: screenshot + the rendered DOM. No browser download, no extra Python package (websockets
+ships with uvicorn's extras).
+
+Cookies are why this is not just `chromium --screenshot URL`: the page sits behind Airflow's login,
+and the command line cannot set the session cookie.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from websockets.sync.client import connect
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--remote-debugging-port=0"]
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class _Cdp:
+    """One DevTools websocket session: send a command, get its result; events seen meanwhile are kept."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+
+    def call(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
+        msg_id = next(self.ids)
+        msg: dict[str, Any] = {"id": msg_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = session
+        self.ws.send(json.dumps(msg))
+        while True:
+            reply = json.loads(self.ws.recv(timeout=60))
+            if reply.get("id") == msg_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return dict(reply.get("result", {}))
+            self.events.append(reply)
+
+    def wait_event(self, method: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for i, e in enumerate(self.events):
+                if e.get("method") == method:
+                    return self.events.pop(i)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {method} within {timeout_s:.0f}s")
+            self.events.append(json.loads(self.ws.recv(timeout=left)))
+
+
+def _devtools_endpoint(profile: Path, proc: subprocess.Popen, timeout_s: float = 30.0) -> str:
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode}")
+        if port_file.exists():
+            lines = port_file.read_text().split()
+            if len(lines) >= 2:
+                return f"ws://127.0.0.1:{lines[0]}{lines[1]}"
+        time.sleep(0.1)
+    raise TimeoutError("chromium did not open its DevTools port")
+
+
+def render(url: str, cookies: list[dict[str, Any]], screenshot: Path,
+           size: tuple[int, int] = (1400, 1000)) -> str:
+    """Load `url` with `cookies` set; write a full-page PNG to `screenshot`; return the rendered DOM."""
+    exe = chromium()
+    if exe is None:
+        raise RuntimeError("chromium is not installed (scripts/bootstrap.sh --test installs it)")
+    with tempfile.TemporaryDirectory(prefix="mb-chromium-") as profile:
+        proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
+                                 "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        try:
+            with connect(_devtools_endpoint(Path(profile), proc), max_size=None) as ws:
+                cdp = _Cdp(ws)
+                target = cdp.call("Target.createTarget", url="about:blank")["targetId"]
+                session = cdp.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+                cdp.call("Network.enable", session)
+                cdp.call("Network.setCookies", session, cookies=cookies)
+                cdp.call("Page.enable", session)
+                cdp.call("Emulation.setDeviceMetricsOverride", session, width=size[0], height=size[1],
+                         deviceScaleFactor=1, mobile=False)
+                cdp.call("Page.navigate", session, url=url)
+                cdp.wait_event("Page.loadEventFired")
+                dom = cdp.call("Runtime.evaluate", session, expression="document.documentElement.outerHTML",
+                               returnByValue=True)["result"]["value"]
+                shot = cdp.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
+                screenshot.parent.mkdir(parents=True, exist_ok=True)
+                screenshot.write_bytes(base64.b64decode(shot["data"]))
+                cdp.call("Browser.close")
+        finally:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+    return str(dom)

@@ -1,0 +1,171 @@
+"""One real Airflow (`airflow standalone`) for the e2e module, wired to the session devstack.
+
+- AIRFLOW_HOME, the Airflow DB (SQLite) and mirrorbook's audit store (a SQLite file the tests read
+  too) live in a temp dir; dags/ and plugins/ are the repo's.
+- MIRRORBOOK_TOPOLOGY points to a file of this fixture's: the devstack's flows plus two scratch flows
+  (aliases of cluster A replicating one topic each to B), so the session's A->B is never stopped:
+  one scratch flow is failed over, the other is paused/resumed and has its offsets touched.
+- The Connect worker on B is reached through a logging proxy (AIRFLOW_CONN_MIRRORBOOK_CONNECT_B), so
+  the tests can prove which calls Airflow and the plugin made — e.g. that no PATCH was sent.
+Airflow is started first and boots while the scratch flows and the workload are prepared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from mirrorbook.audit import AuditStore
+from mirrorbook.connect import ConnectClient
+from mirrorbook.connect.wait import wait_for
+from mirrorbook.devstack.stack import DevStack, StackState
+from mirrorbook.devstack.workload import GroupSpec, load, produce
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.topology import FlowSpec, Topology
+from tests.e2e import airflow_server
+from tests.faultproxy import FaultProxy
+from tests.helpers import wait_mirrored
+
+RUNBOOK_DAGS = ["mm2_failover", "mm2_pause_resume", "mm2_offsets"]
+GROUP_POSITIONS = ["end", "end-7", "begin", "37"]
+# A secret the ops flow carries twice — in its Kafka connection (a SASL password librdkafka ignores on a
+# PLAINTEXT cluster) and in its source connector's config (an SSL key password the admin client ignores) —
+# so the tests can prove the API and the page never show it.
+SECRET = f"e2e-s3cret-{uuid.uuid4().hex[:8]}"
+SECRET_CONNECTOR_KEY = "source.admin.ssl.key.password"
+
+
+@dataclass
+class Scratch:
+    """A flow of the e2e module's own: alias `alias` for cluster A, replicating only `topic` to B."""
+
+    alias: str
+    topic: str
+    flow: FlowSpec
+    groups: list[str] = field(default_factory=list)
+
+    @property
+    def remote(self) -> str:
+        return f"{self.alias}.{self.topic}"
+
+    @property
+    def path(self) -> str:
+        return f"/{self.alias}/B"
+
+
+@dataclass
+class E2E:
+    airflow: airflow_server.AirflowServer
+    proxy: FaultProxy
+    audit: AuditStore
+    topology: Topology
+    stack: StackState
+    failover: Scratch
+    ops: Scratch
+    _tokens: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.airflow.url
+
+    def password(self, user: str) -> str:
+        return self.airflow.passwords()[user]
+
+    def token(self, user: str = "admin") -> str:
+        if user not in self._tokens:
+            self._tokens[user] = self.airflow.token(user)
+        return self._tokens[user]
+
+    def client(self, user: str | None = "admin") -> httpx.Client:
+        """An HTTP client for the API server, authenticated as `user` (None: anonymous)."""
+        headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
+
+
+def new_alias() -> str:
+    return "E" + uuid.uuid4().hex[:6].upper()
+
+
+def _scratch(devstack: DevStack, admin_a: KafkaAdmin, alias: str, tag: str) -> Scratch:
+    topic = f"e2e-{tag}-{uuid.uuid4().hex[:6]}"
+    admin_a.create_topics({topic: 2})
+    topo = devstack.alias_flow(alias, topics=re.escape(topic))
+    return Scratch(alias=alias, topic=topic, flow=topo.flow(f"{alias}->B"))
+
+
+def _add_connector_secret(stack: StackState, scratch: Scratch) -> None:
+    name = scratch.flow.connector("source")
+    with ConnectClient(stack.workers["B"].url) as client:
+        client.put_config(name, {**client.get_config(name), SECRET_CONNECTOR_KEY: SECRET})
+        wait_for(client, name, "RUNNING", timeout_s=60, min_tasks=1)
+
+
+def _topology(stack: StackState, scratches: list[Scratch]) -> Topology:
+    """The devstack's topology plus the scratch flows (their aliases resolve to cluster A's address)."""
+    base = stack.topology()
+    clusters = dict(base.clusters)
+    for s in scratches:
+        clusters[s.alias] = base.clusters["A"].model_copy(update={"connection_id": f"mirrorbook_kafka_{s.alias.lower()}"})
+    return Topology(clusters=clusters, connect_clusters=base.connect_clusters,
+                    flows=[*base.flows, *(s.flow for s in scratches)], groups=base.groups)
+
+
+def _write(path: Path, topology: Topology) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(topology.to_yaml())
+    tmp.replace(path)  # Airflow's processes read it at any time: never half-written
+
+
+def _connections(devstack: DevStack, proxy: FaultProxy, secret_alias: str) -> dict[str, str]:
+    conns = json.loads(devstack.connections_path.read_text())
+    conns["mirrorbook_connect_b"] = {"conn_type": "kafka_connect", "host": "localhost",
+                                     "port": int(proxy.url.rsplit(":", 1)[1]), "schema": "http"}
+    bootstrap_a = devstack.require().brokers["A"].bootstrap
+    conns[f"mirrorbook_kafka_{secret_alias.lower()}"] = {
+        "conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap_a, "sasl.password": SECRET}}
+    return {f"AIRFLOW_CONN_{cid.upper()}": json.dumps(spec) for cid, spec in conns.items()}
+
+
+@pytest.fixture(scope="session")
+def e2e(devstack: DevStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    home = tmp_path_factory.mktemp("airflow-e2e")
+    stack = devstack.require()
+    topology_path = home / "topology.yaml"
+    _write(topology_path, stack.topology())
+    audit_url = f"sqlite:///{home}/mirrorbook-audit.db"
+    admin_a, admin_b = KafkaAdmin(stack.brokers["A"].bootstrap), KafkaAdmin(stack.brokers["B"].bootstrap)
+    scratches: list[Scratch] = []
+    fo_alias, ops_alias = new_alias(), new_alias()
+    with FaultProxy(stack.workers["B"].url) as proxy:
+        env = {"MIRRORBOOK_TOPOLOGY": str(topology_path), "MIRRORBOOK_AUDIT_URL": audit_url,
+               "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), **_connections(devstack, proxy, ops_alias)}
+        server = airflow_server.start(home / "airflow", env)
+        try:
+            failover = _scratch(devstack, admin_a, fo_alias, "fo")
+            scratches.append(failover)
+            ops = _scratch(devstack, admin_a, ops_alias, "ops")
+            scratches.append(ops)
+            _add_connector_secret(stack, ops)
+            tag = failover.topic
+            failover.groups = [f"{tag}-g{i}" for i in range(len(GROUP_POSITIONS))]
+            load(stack.brokers["A"].bootstrap, [failover.topic], 2, 60,
+                 [GroupSpec(name=g, position=p) for g, p in zip(failover.groups, GROUP_POSITIONS)])
+            produce(stack.brokers["A"].bootstrap, [ops.topic], 5)
+            for s in scratches:
+                wait_mirrored(admin_a, admin_b, s.topic, s.remote)
+            topology = _topology(stack, scratches)
+            _write(topology_path, topology)
+            airflow_server.wait_ready(server, RUNBOOK_DAGS)
+            yield E2E(airflow=server, proxy=proxy, audit=AuditStore(audit_url), topology=topology, stack=stack,
+                      failover=failover, ops=ops)
+        finally:
+            airflow_server.stop(server)
+            for s in scratches:
+                devstack.remove_flow(s.flow)

@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     flows_cli.register(sub)
     __import__("mirrorbook.demo", fromlist=["register"]).register(sub)  # mirrorbook demo
     __import__("mirrorbook.trigger", fromlist=["register"]).register(sub)  # mirrorbook trigger
+    __import__("mirrorbook.reports.drill_cli", fromlist=["register"]).register(sub)  # mirrorbook drill
     return parser
 
 

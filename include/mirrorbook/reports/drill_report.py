@@ -1,0 +1,193 @@
+"""The DR drill report: its data (`DrillSummary`, stored as JSON) and its HTML rendering with inline SVG
+charts — lag timeline, offsets before/after per group, step timeline. The HTML is self-contained
+(no scripts, no external resources), so it can be archived as audit evidence as is."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from html import escape
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from mirrorbook.reports.svg import Bar, Marker, Series, bar_chart, line_chart, timeline
+
+ARTIFACT_KIND = "drill-report"
+TEMPLATE = Path(__file__).parent / "templates" / "drill.html"
+
+
+class PartitionOutcome(BaseModel):
+    """One group on one partition: where it stood on A, where it resumed on B, and what that cost."""
+
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    a_next: int            # next seq the group would have read on A (its committed offset; seq == offset on A)
+    a_high: int            # records produced up to the cutover (high watermark on A)
+    b_offset: int | None   # offset written on B
+    b_first_seq: int | None = None
+    read_on_b: int = 0
+    re_read: int = 0       # records read on B the group had already read on A
+    skipped: int = 0       # records after its position on A it never read on B
+    duplicates: int = 0    # the same record read twice on B (replication duplicates)
+
+
+class StepTiming(BaseModel):
+    step: str
+    task_id: str | None
+    result: str
+    started_at: datetime
+    ended_at: datetime
+
+    @property
+    def duration_s(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds()
+
+
+class LagPoint(BaseModel):
+    at: datetime
+    flow_lag: int                  # data partitions, by the source connector's committed offsets
+    canary_lag: int                # the canary topics' share of it
+    canary_backlog: int | None     # canary records on A not yet on B (drill samples only)
+    source: str | None = None      # dr_drill | mm2_health_check
+
+
+class LagBeforeCutover(BaseModel):
+    canary_backlog: int | None = None
+    flow_lag: int | None = None
+    flow_max_partition_lag: int | None = None
+
+
+class DrillSummary(BaseModel):
+    run_id: str
+    flow: str
+    from_cluster: str
+    to_cluster: str
+    translation: str
+    topics: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    steady_at: datetime | None = None
+    cutover_at: datetime | None = None
+    resumed_at: datetime | None = None
+    finished_at: datetime
+    rto_s: float | None = None
+    failover_s: float | None = None
+    skipped: int | None = None
+    re_read: int | None = None
+    duplicates: int | None = None
+    produced: int | None = None
+    consumed_on_a: int | None = None
+    consumed_on_b: int | None = None
+    lag_before_cutover: LagBeforeCutover = Field(default_factory=LagBeforeCutover)
+    plan: dict[str, Any] | None = None
+    partitions: list[PartitionOutcome] = Field(default_factory=list)
+    steps: list[StepTiming] = Field(default_factory=list)
+    lag_timeline: list[LagPoint] = Field(default_factory=list)
+    flow_state_before: str | None = None
+    flow_state_after: str | None = None
+    restored: str = "not run"
+    ok: bool = False
+    problems: list[str] = Field(default_factory=list)
+
+    def artifact_summary(self, json_path: Path) -> dict[str, Any]:
+        """What the audit lists for the drill (and the plugin's drills page shows)."""
+        return {"rto_s": self.rto_s, "skipped": self.skipped, "re_read": self.re_read, "json": str(json_path),
+                "flow": self.flow, "ok": self.ok, "failover_s": self.failover_s,
+                "lag_before_cutover": self.lag_before_cutover.canary_backlog, "restored": self.restored}
+
+
+# -- charts ----------------------------------------------------------------------------------------
+
+def _t(summary: DrillSummary, at: datetime | None) -> float | None:
+    """Seconds since the drill's first step (or its canary, when no step is known)."""
+    starts = [t for t in (summary.started_at, *(st.started_at for st in summary.steps[:1])) if t]
+    return (at - min(starts)).total_seconds() if at and starts else None
+
+
+def lag_chart(s: DrillSummary) -> str:
+    pts = [(_t(s, p.at), p) for p in s.lag_timeline]
+    series = [Series("flow lag (records)", [(x, p.flow_lag) for x, p in pts if x is not None]),
+              Series("canary lag", [(x, p.canary_lag) for x, p in pts if x is not None]),
+              Series(f"canary records not yet on {s.to_cluster}",
+                     [(x, p.canary_backlog) for x, p in pts if x is not None and p.canary_backlog is not None])]
+    markers = [Marker(x, label) for label, at in (("steady", s.steady_at), ("cutover", s.cutover_at),
+                                                  (f"reading on {s.to_cluster}", s.resumed_at))
+               if (x := _t(s, at)) is not None]
+    return line_chart(series, markers=markers, title=f"Replication lag of {s.flow} (metrics history)",
+                      x_label="seconds since the drill started", y_label="records")
+
+
+def offsets_chart(s: DrillSummary) -> str:
+    bars = [Bar(f"{p.group} {p.source_topic}-{p.partition}", [p.a_next, p.b_first_seq],
+                [f"re-read {p.re_read}", f"skipped {p.skipped}"]) for p in s.partitions]
+    return bar_chart(bars, [f"next record on {s.from_cluster} (seq)", f"first record read on {s.to_cluster} (seq)"],
+                     title="Where each group stood before the cutover and where it resumed")
+
+
+def steps_chart(s: DrillSummary) -> str:
+    rows = [(f"{st.step}", _t(s, st.started_at) or 0.0, _t(s, st.ended_at) or 0.0, st.result) for st in s.steps]
+    return timeline(rows, title="Step timeline")
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "—"
+    return f"{v:.2f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def _row(*cells: Any, num_from: int = 1) -> str:
+    return "<tr>" + "".join(f'<td{" class=num" if i >= num_from else ""}>{escape(_fmt(c))}</td>'
+                            for i, c in enumerate(cells)) + "</tr>"
+
+
+def render_html(s: DrillSummary, json_name: str) -> str:
+    facts = [("canary topics", ", ".join(s.topics)), ("canary groups", ", ".join(s.groups)),
+             ("records produced on " + s.from_cluster, s.produced), ("records consumed on " + s.from_cluster, s.consumed_on_a),
+             ("records consumed on " + s.to_cluster, s.consumed_on_b), ("steady replication at", s.steady_at),
+             ("cutover (consumers stopped on " + s.from_cluster + ")", s.cutover_at),
+             ("consumers reading on " + s.to_cluster, s.resumed_at),
+             ("flow lag before the cutover, by the source connector's committed offsets (records)",
+              s.lag_before_cutover.flow_lag),
+             ("translation plan", json.dumps(s.plan) if s.plan else None),
+             ("flow state before / after", f"{s.flow_state_before} / {s.flow_state_after}"),
+             ("restore", s.restored)]
+    problems = ("<ul class=problems>" + "".join(f"<li>{escape(p)}</li>" for p in s.problems) + "</ul>") \
+        if s.problems else ""
+    values = {
+        "run_id": escape(s.run_id), "flow": escape(s.flow), "from_cluster": escape(s.from_cluster),
+        "to_cluster": escape(s.to_cluster), "translation": escape(s.translation),
+        "started_at": escape(_fmt(s.started_at)), "finished_at": escape(_fmt(s.finished_at)),
+        "json_name": escape(json_name), "verdict": "PASSED" if s.ok else "FAILED",
+        "verdict_class": "ok" if s.ok else "bad", "rto": escape(_fmt(s.rto_s, " s")),
+        "skipped": escape(_fmt(s.skipped)), "re_read": escape(_fmt(s.re_read)),
+        "lag_before": escape(_fmt(s.lag_before_cutover.canary_backlog)), "failover": escape(_fmt(s.failover_s, " s")),
+        "problems": problems,
+        "facts": "".join(f"<tr><th>{escape(k)}</th><td>{escape(_fmt(v))}</td></tr>" for k, v in facts),
+        "lag_chart": lag_chart(s), "offsets_chart": offsets_chart(s), "steps_chart": steps_chart(s),
+        "partition_rows": "".join(_row(p.group, f"{p.source_topic}-{p.partition} → {p.target_topic}-{p.partition}",
+                                       p.a_next, p.b_offset, p.b_first_seq, p.read_on_b, p.re_read, p.skipped,
+                                       p.duplicates, num_from=2) for p in s.partitions),
+        "step_rows": "".join(_row(st.step, st.task_id, st.result, _t(s, st.started_at), st.duration_s, num_from=3)
+                             for st in s.steps),
+    }
+    return Template(TEMPLATE.read_text()).substitute(values)
+
+
+def write_report(s: DrillSummary, out_dir: Path, stem: str) -> tuple[Path, Path]:
+    """`<stem>.json` (the data) and `<stem>.html` (the report), side by side."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
+    json_path.write_text(s.model_dump_json(indent=2))
+    html_path.write_text(render_html(s, json_path.name))
+    return html_path, json_path
+
+
+def load_summary(json_path: Path) -> DrillSummary:
+    return DrillSummary.model_validate_json(json_path.read_text())

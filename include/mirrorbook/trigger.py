@@ -35,7 +35,9 @@ TERMINAL = ("success", "failed")
 
 
 class TriggerError(MirrorbookError):
-    pass
+    def __init__(self, message: str, hint: str | None = None, *, transient: bool = False) -> None:
+        super().__init__(message, hint)
+        self.transient = transient  # no answer, or a 5xx: polling may go on
 
 
 class Credentials(BaseModel):
@@ -90,9 +92,10 @@ class AirflowApi:
             resp = self._http.request(method, path, **kw)
         except httpx.HTTPError as exc:
             raise TriggerError(f"cannot reach Airflow at {self.url} ({what}): {type(exc).__name__}: {exc}",
-                               f"check --url / ${ENV_URL} and that the Airflow API server is up")
+                               f"check --url / ${ENV_URL} and that the Airflow API server is up", transient=True)
         if resp.status_code not in ok:
-            raise TriggerError(f"{what}: Airflow answered {resp.status_code} to {method} {path}: {_detail(resp)}")
+            raise TriggerError(f"{what}: Airflow answered {resp.status_code} to {method} {path}: {_detail(resp)}",
+                               transient=resp.status_code >= 500)
         return resp
 
     def login(self, creds: Credentials) -> None:
@@ -143,17 +146,23 @@ class AirflowApi:
     def wait(self, dag_id: str, run_id: str, timeout_s: float, interval_s: float = 2.0,
              on_change: Callable[[DagRun], None] | None = None, seen: str | None = None) -> DagRun:
         """Poll until the run is success or failed (`on_change` hears each new state after `seen`);
-        TriggerError at `timeout_s`."""
+        TriggerError at `timeout_s`. A restarting API server (no answer, 5xx) does not end the wait."""
         deadline = time.monotonic() + timeout_s
         while True:
-            run = self.run(dag_id, run_id)
-            if run.state != seen and on_change:
-                on_change(run)
-            seen = run.state
-            if run.done:
-                return run
+            try:
+                run: DagRun | None = self.run(dag_id, run_id)
+            except TriggerError as exc:
+                if not exc.transient or time.monotonic() >= deadline:
+                    raise
+                run = None
+            if run is not None:
+                if run.state != seen and on_change:
+                    on_change(run)
+                seen = run.state
+                if run.done:
+                    return run
             if time.monotonic() >= deadline:
-                raise TriggerError(f"run {run_id} of {dag_id} is still {run.state} after {timeout_s:.0f}s",
+                raise TriggerError(f"run {run_id} of {dag_id} is still {seen} after {timeout_s:.0f}s",
                                    "wait longer with --timeout, or follow it in the Airflow UI")
             time.sleep(interval_s)
 
@@ -178,7 +187,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_conf(text: str) -> dict[str, Any]:
-    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    except OSError as exc:
+        raise TriggerError(f"--conf {text}: cannot read the file: {exc.strerror}")
     try:
         conf = json.loads(raw)
     except json.JSONDecodeError as exc:

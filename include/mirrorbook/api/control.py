@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from mirrorbook.api import actions
 from mirrorbook.api.auth import FlowOperator, OffsetsOperator, Reader
 from mirrorbook.api.context import AuditDep, BasePath, ClientsDep, FlowDep
-from mirrorbook.api.links import offsets_links, rebased
+from mirrorbook.api.links import flow_path, offsets_links, rebased
 from mirrorbook.api.models import Caller, ConnectorChangeOut, FlowActionOut, OffsetsChangeOut
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
@@ -46,15 +46,14 @@ async def _set_state(action: actions.StateAction, caller: Caller, flow: FlowSpec
                      audit: AuditStore, base: str) -> FlowActionOut:
     rb, outcomes = await asyncio.to_thread(actions.set_state, clients, flow, action, caller, audit)
     after = await async_flow_status(clients, flow, with_lag=False)
-    changes = {}
-    for o in outcomes:
-        role = o.details["role"]
-        changes[CONNECTOR_CLASSES[role]] = ConnectorChangeOut(connector=o.details["connector"], result=o.result,
-                                                              before=o.before, after=o.after)
-    detail = rebased(after.kip1144_detail(), base)
+    by_role = {o.details["role"]: o for o in outcomes}  # the engine's order is the safe order, not ours to show
+    changes = {cls: ConnectorChangeOut(connector=o.details["connector"], result=o.result, before=o.before,
+                                       after=o.after)
+               for role, cls in CONNECTOR_CLASSES.items() if (o := by_role.get(role))}
+    links = {"herder [GET]": f"{base}{flow_path(flow)}", **rebased(after.kip1144_detail(), base)["links"]}
     return FlowActionOut(flow=flow.name, action=action, state=after.state.value,
                          mutations=sum(o.mutations for o in outcomes), auditRunId=rb.info.run_id,
-                         connectors=changes, links=detail["links"] | {"herder [GET]": f"{base}/{flow.source}/{flow.target}"})
+                         connectors=changes, links=links)
 
 
 @router.get("/{source}/{target}/offsets", summary="The flow's MirrorSourceConnector offsets (KIP-875 body)")
@@ -64,7 +63,15 @@ async def get_offsets(_: Reader, flow: FlowDep, clients: ClientsDep, base: BaseP
     return {**offsets.sorted().to_body(), "links": offsets_links(flow, base)}
 
 
-@router.patch("/{source}/{target}/offsets", response_model=OffsetsChangeOut,
+# The body is read raw (not as a FastAPI model) so that any malformed body gets validate_offsets' precise
+# 400 message rather than a generic 422; its schema is still published.
+KIP875_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["offsets"], "properties": {"offsets": {"type": "array", "items": {
+        "type": "object", "required": ["partition", "offset"],
+        "properties": {"partition": {"type": "object"}, "offset": {"type": ["object", "null"]}}}}}}}}}}
+
+
+@router.patch("/{source}/{target}/offsets", response_model=OffsetsChangeOut, openapi_extra=KIP875_BODY,
               summary="Alter the flow's source offsets (connector must be STOPPED); snapshot first, audited")
 async def patch_offsets(request: Request, caller: OffsetsOperator, flow: FlowDep, clients: ClientsDep,
                         audit: AuditDep, base: BasePath) -> OffsetsChangeOut:

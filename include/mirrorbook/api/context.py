@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
 from mirrorbook.topology import FlowSpec, Topology, load_topology
@@ -24,8 +25,6 @@ TopologyDep = Annotated[Topology, Depends(topology)]
 async def clients(topo: TopologyDep) -> Clients:
     """Every cluster of the topology resolved up front, through Airflow connections (topology addresses
     where a connection is not defined): worker threads then never call into Airflow."""
-    from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
-
     return await AsyncAirflowResolver(topo).aclients()
 
 

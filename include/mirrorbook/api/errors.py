@@ -44,6 +44,8 @@ def status_of(exc: Exception) -> int:
         return 400
     if isinstance(exc, (Locked, FlowLocked, GateRefused)):
         return 409
+    if isinstance(exc, Refused):  # any other bad input, refused before anything changed
+        return 400
     if isinstance(exc, TopologyError):
         return 503
     if isinstance(exc, ConnectError):

@@ -2,7 +2,7 @@
 pass; thresholds; a metrics sample per flow in the audit store's history; optional restart of FAILED parts.
 
 Cost grows with flows, not with their product: Connect and both clusters are asked per flow, all at
-once (`async_all_flow_status`); MM2's heartbeats and checkpoints topics are read once per *target
+once (`async_flow_status`; one Connect client and one connector listing per Connect cluster); MM2's heartbeats and checkpoints topics are read once per *target
 cluster* (one consumer for every flow into it) and committed group offsets once per *source cluster*.
 
 - heartbeat age = now - the newest heartbeat timestamp for source->target found on any heartbeats topic
@@ -38,13 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mirrorbook.audit import AuditStore, MetricsSample
 from mirrorbook.clients import Clients
-from mirrorbook.connect import ConnectClient
+from mirrorbook.connect import AsyncConnectClient, ConnectClient
 from mirrorbook.connect.wait import WaitTimeout, wait_for
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import FlowState, FlowStatus, async_all_flow_status
+from mirrorbook.mm2.flows import FlowState, FlowStatus, async_flow_status
 from mirrorbook.mm2.internal_topics import (checkpoint_value_ok, decode_checkpoint_key, decode_checkpoint_value,
                                             decode_heartbeat)
 from mirrorbook.mm2.policy import ReplicationPolicy
@@ -392,9 +392,18 @@ class _Context:
     clients: Clients
     params: HealthParams
     now: datetime
-    previous: dict[str, MetricsSample | None]
-    locks: dict[str, str | None]
+    previous: dict[str, MetricsSample | None] = field(default_factory=dict)
+    locks: dict[str, str | None] = field(default_factory=dict)
     source_errors: dict[str, str] = field(default_factory=dict)
+
+    def read_history(self, audit: AuditStore | None, flows: list[FlowSpec]) -> None:
+        """Each flow's previous sample (checkpoint staleness carries over) and lock holder (named in alerts)."""
+        if audit is None:
+            return
+        for f in flows:
+            self.previous[f.name] = audit.latest_metrics(f.name)
+            holder = audit.lock_holder(f.name)
+            self.locks[f.name] = holder.describe() if holder else None
 
 
 def _union(regexes: Iterable[str]) -> str:
@@ -408,7 +417,38 @@ async def _guarded(fn: Callable[[], T], on_error: Callable[[Exception], T]) -> T
         return on_error(exc)
 
 
-async def collect(context: _Context, topology: Topology, flows: list[FlowSpec]) -> HealthReport:
+class _SharedListing:
+    """A Connect client for one pass whose connector listing (status + info of every connector on the
+    cluster) is fetched once and shared by all the cluster's flows; every other call goes through."""
+
+    def __init__(self, client: AsyncConnectClient) -> None:
+        self._client = client
+        self._listings: dict[tuple[str, ...], asyncio.Future[Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def list(self, expand: tuple[str, ...] = ()) -> Any:
+        if expand not in self._listings:
+            self._listings[expand] = asyncio.ensure_future(self._client.list(expand))
+        return await asyncio.shield(self._listings[expand])
+
+
+async def _flow_statuses(clients: Clients, flows: list[FlowSpec]) -> list[FlowStatus]:
+    """`async_all_flow_status`, with one Connect client per Connect cluster shared by its flows (creating a
+    client builds a TLS context: ~0.1 s of CPU) and one connector listing per Connect cluster."""
+    first = {f.connect_cluster: f for f in reversed(flows)}
+    made = await asyncio.gather(*(asyncio.to_thread(clients.async_connect, f) for f in first.values()))
+    shared = {cc: _SharedListing(c) for cc, c in zip(first, made)}
+    try:
+        return list(await asyncio.gather(*(async_flow_status(clients, f, connect=shared[f.connect_cluster])  # type: ignore[arg-type]
+                                           for f in flows)))
+    finally:
+        await asyncio.gather(*(c.close() for c in made))
+
+
+async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
+                  audit: AuditStore | None = None) -> HealthReport:
     """Statuses of all flows, the MM2 topics of each target cluster and the groups of each source cluster, at once."""
     t0 = time.monotonic()
     by_target: dict[str, list[FlowSpec]] = defaultdict(list)
@@ -426,8 +466,9 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec]) 
             context.source_errors[alias] = str(exc)  # checkpoint groups then come from the checkpoints alone
         return failed
 
-    statuses, *rest = await asyncio.gather(
-        async_all_flow_status(context.clients, flows),
+    statuses, _, *rest = await asyncio.gather(
+        _flow_statuses(context.clients, flows),
+        asyncio.to_thread(context.read_history, audit, flows),
         *(_guarded(lambda t=t, fs=fs: read_target(context.clients, t, fs, since_ms), target_failed(t))
           for t, fs in by_target.items()),
         *(_guarded(lambda s=s, rs=rs: read_source_groups(context.clients, s, _union(rs)), source_failed(s))
@@ -450,11 +491,9 @@ def run_concurrently(make: Callable[[], Awaitable[T]], workers: int) -> T:
 def collect_once(clients: Clients, topology: Topology, flows: list[FlowSpec], params: HealthParams,
                  audit: AuditStore | None) -> HealthReport:
     """One health pass, without side effects (previous samples and lock holders read from `audit`)."""
-    previous = {f.name: audit.latest_metrics(f.name) for f in flows} if audit else {}
-    holders = {f.name: h.describe() if (h := audit.lock_holder(f.name)) else None for f in flows} if audit else {}
-    context = _Context(clients, params, datetime.now(timezone.utc), previous, holders)
+    context = _Context(clients, params, datetime.now(timezone.utc))
     workers = 4 + 3 * len(flows)
-    return run_concurrently(lambda: collect(context, topology, flows), workers)
+    return run_concurrently(lambda: collect(context, topology, flows, audit), workers)
 
 
 # -- restarting FAILED connectors and tasks (audited) -----------------------------------------------

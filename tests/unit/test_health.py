@@ -67,9 +67,14 @@ def _health(**kw) -> FlowHealth:
 
 
 def test_scan_keeps_the_newest_heartbeat_per_pair_and_the_newest_checkpoint_per_group():
-    hb = lambda s, t, at: Msg("heartbeats", Heartbeat(s, t, _ms(at)).key_bytes(), Heartbeat(s, t, _ms(at)).value_bytes(), _ms(at))
-    cp = lambda g, p, up, at: Msg("A.checkpoints.internal", Checkpoint(g, "A.orders", p, up, up).key_bytes(),
-                                  Checkpoint(g, "A.orders", p, up, up).value_bytes(), _ms(at))
+    def hb(s: str, t: str, at: datetime) -> Msg:
+        r = Heartbeat(s, t, _ms(at))
+        return Msg("heartbeats", r.key_bytes(), r.value_bytes(), _ms(at))
+
+    def cp(g: str, p: int, up: int, at: datetime) -> Msg:
+        r = Checkpoint(g, "A.orders", p, up, up)
+        return Msg("A.checkpoints.internal", r.key_bytes(), r.value_bytes(), _ms(at))
+
     old, new = NOW - timedelta(seconds=30), NOW - timedelta(seconds=2)
     msgs = [hb("A", "B", new), hb("A", "B", old), hb("C", "B", old),
             cp("g1", 0, 10, old), cp("g1", 0, 12, new), cp("g2", 1, 5, old),
@@ -122,8 +127,10 @@ def test_groups_come_from_the_source_listing_filtered_by_the_managed_regex():
 def test_thresholds_name_the_flow_and_the_figure():
     params = HealthParams(max_lag=10, max_heartbeat_age_s=60, max_checkpoint_age_s=120)
     assert evaluate(_health(), params, NOW) == []
-    stale = GroupCheckpointHealth(group="g", age_s=900.0, behind=["orders-0"], behind_since=NOW - timedelta(seconds=300))
-    bad = _health(status=_status(state="NOT_REPLICATING", tasks=["FAILED"], lag={TP("orders", 3): 11, TP("heartbeats", 0): 99}),
+    stale = GroupCheckpointHealth(group="g", age_s=900.0, behind=["orders-0"],
+                                  behind_since=NOW - timedelta(seconds=300))
+    lag = {TP("orders", 3): 11, TP("heartbeats", 0): 99}
+    bad = _health(status=_status(state="NOT_REPLICATING", tasks=["FAILED"], lag=lag),
                   heartbeat_age_s=61.5, checkpoints=[stale], lock_holder="run r1 of DAG mm2_failover")
     out = evaluate(bad, params, NOW)
     assert out[0].startswith("flow A->B is NOT_REPLICATING (required REPLICATING): source RUNNING "

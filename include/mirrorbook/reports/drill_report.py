@@ -149,7 +149,8 @@ def _row(*cells: Any, num_from: int = 1) -> str:
 
 def render_html(s: DrillSummary, json_name: str) -> str:
     facts = [("canary topics", ", ".join(s.topics)), ("canary groups", ", ".join(s.groups)),
-             ("records produced on " + s.from_cluster, s.produced), ("records consumed on " + s.from_cluster, s.consumed_on_a),
+             ("records produced on " + s.from_cluster, s.produced),
+             ("records consumed on " + s.from_cluster, s.consumed_on_a),
              ("records consumed on " + s.to_cluster, s.consumed_on_b), ("steady replication at", s.steady_at),
              ("cutover (consumers stopped on " + s.from_cluster + ")", s.cutover_at),
              ("consumers reading on " + s.to_cluster, s.resumed_at),

@@ -86,8 +86,9 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
                 f'<text x="12" y="{top + ph / 2:.1f}" {FONT} text-anchor="middle" '
                 f'transform="rotate(-90 12 {top + ph / 2:.1f})">{escape(y_label)}</text>')
     for m in markers:
-        body.append(f'<line x1="{px(m.x):.1f}" x2="{px(m.x):.1f}" y1="{top}" y2="{top + ph}" stroke="#555" '
-                    f'stroke-dasharray="4 3"/><text x="{px(m.x) + 3:.1f}" y="{top + ph - 4}" {FONT}>{escape(m.label)}</text>')
+        x = px(m.x)
+        body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="#555" stroke-dasharray="4 3"/>'
+                    f'<text x="{x + 3:.1f}" y="{top + ph - 4}" {FONT}>{escape(m.label)}</text>')
     for i, s in enumerate(series):
         color = s.color or PALETTE[i % len(PALETTE)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(s.points))
@@ -122,9 +123,10 @@ def bar_chart(bars: list[Bar], measures: list[str], *, title: str, width: int = 
         for i, v in enumerate(b.values):
             if v is not None:
                 w = max(v / vmax * pw, 1.0)
-                body.append(f'<rect x="{left:.1f}" y="{y + i * row + 1}" width="{w:.1f}" height="{row - 3}" '
-                            f'fill="{PALETTE[i % len(PALETTE)]}"/><text x="{left + w + 4:.1f}" y="{y + i * row + row - 4}" '
-                            f'{FONT}>{_n(v)}</text>')
+                by = y + i * row
+                body.append(f'<rect x="{left:.1f}" y="{by + 1}" width="{w:.1f}" height="{row - 3}" '
+                            f'fill="{PALETTE[i % len(PALETTE)]}"/>'
+                            f'<text x="{left + w + 4:.1f}" y="{by + row - 4}" {FONT}>{_n(v)}</text>')
         if b.notes:
             body.append(f'<text x="{width - notes_w:.1f}" y="{mid:.1f}" {FONT}>{escape(", ".join(b.notes))}</text>')
         y += row * len(measures) + 8
@@ -144,15 +146,17 @@ def timeline(rows: list[tuple[str, float, float, str]], *, title: str, x_label: 
         return left + (x - x0) / ((x1 - x0) or 1) * pw
 
     body = [f'<text x="10" y="16" {FONT} font-weight="bold">{escape(title)}</text>']
+    bottom = top + len(rows) * row
     for t in xt:
-        body.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{top}" y2="{top + len(rows) * row}" stroke="#eee"/>'
-                    f'<text x="{px(t):.1f}" y="{top + len(rows) * row + 14}" {FONT} text-anchor="middle">{_n(t)}</text>')
+        body.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{top}" y2="{bottom}" stroke="#eee"/>'
+                    f'<text x="{px(t):.1f}" y="{bottom + 14}" {FONT} text-anchor="middle">{_n(t)}</text>')
     for i, (label, start, end, status) in enumerate(rows):
         y = top + i * row
         w = max(px(end) - px(start), 1.5)
         body.append(f'<text x="{left - 6}" y="{y + row - 5}" {FONT} text-anchor="end">{escape(label)}</text>'
                     f'<rect x="{px(start):.1f}" y="{y + 2}" width="{w:.1f}" height="{row - 5}" '
-                    f'fill="{STATUS_COLORS.get(status, "#1f77b4")}"><title>{escape(f"{label}: {end - start:.2f}s, {status}")}'
-                    f'</title></rect><text x="{px(start) + w + 4:.1f}" y="{y + row - 5}" {FONT}>{end - start:.2f}s</text>')
+                    f'fill="{STATUS_COLORS.get(status, "#1f77b4")}">'
+                    f'<title>{escape(f"{label}: {end - start:.2f}s, {status}")}</title></rect>'
+                    f'<text x="{px(start) + w + 4:.1f}" y="{y + row - 5}" {FONT}>{end - start:.2f}s</text>')
     body.append(f'<text x="{left + pw / 2:.1f}" y="{height - 4}" {FONT} text-anchor="middle">{escape(x_label)}</text>')
     return _svg(width, height, body, title)

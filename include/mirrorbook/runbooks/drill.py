@@ -193,7 +193,8 @@ class Sampler:
 
 def _lag_before(backlog: int, status: FlowStatus) -> LagBeforeCutover:
     lag = drain_lag(status)
-    return LagBeforeCutover(canary_backlog=backlog, flow_lag=sum(lag.values()), flow_max_partition_lag=max(lag.values(), default=0))
+    return LagBeforeCutover(canary_backlog=backlog, flow_lag=sum(lag.values()),
+                            flow_max_partition_lag=max(lag.values(), default=0))
 
 
 # -- 1. canary -------------------------------------------------------------------------------------
@@ -392,7 +393,7 @@ def resume_on_target(rb: Runbook, clients: Clients, topology: Topology, params: 
                      "consumed": state.consumed_on_b, "skipped": sum(o.skipped for o in state.outcomes),
                      "re_read": sum(o.re_read for o in state.outcomes)})
         if state.problems:
-            raise DrillFailed("Consumers resumed on " + flow.target + " with problems: " + "; ".join(state.problems[:5]))
+            raise DrillFailed(f"Consumers resumed on {flow.target} with problems: " + "; ".join(state.problems[:5]))
     return state.model_dump(mode="json")
 
 
@@ -410,8 +411,9 @@ def _resume_state(canary: CanaryState, plan: Any, remote: dict[TP, TP], reads: d
             re_read, skipped, dups = prove(nxt, high, seqs)
             outcomes.append(PartitionOutcome(group=g, source_topic=src.topic, target_topic=dst.topic,
                                              partition=src.partition, a_next=nxt, a_high=high,
-                                             b_offset=written.get(g, {}).get(dst), b_first_seq=got.first_seq if got else None,
-                                             read_on_b=len(seqs), re_read=re_read, skipped=skipped, duplicates=dups))
+                                             b_offset=written.get(g, {}).get(dst),
+                                             b_first_seq=got.first_seq if got else None, read_on_b=len(seqs),
+                                             re_read=re_read, skipped=skipped, duplicates=dups))
     skipped = sum(o.skipped for o in outcomes)
     if skipped:
         problems.append(f"{skipped} record(s) skipped: " + ", ".join(
@@ -460,7 +462,8 @@ def _delete_groups(rb: Runbook, clients: Clients, flow: FlowSpec, groups: list[s
 def _steps(rb: Runbook) -> tuple[list[StepTiming], list[str]]:
     """Every step of the run as the audit recorded it, and the errors of those that failed."""
     events = [e for e in rb.audit.events(run_id=rb.info.run_id) if e.kind == "step"]
-    steps = [StepTiming(step=e.action.removeprefix("step.") + (f" ({e.details['role']})" if "role" in e.details else ""),
+    steps = [StepTiming(step=e.action.removeprefix("step.") + (f" ({e.details['role']})" if "role" in e.details
+                                                               else ""),
                         task_id=e.task_id, result=e.result, started_at=e.started_at, ended_at=e.ended_at)
              for e in events]
     return steps, [f"{s.step}: {e.error}" for s, e in zip(steps, events) if e.result in ("error", "refused")]
@@ -490,7 +493,8 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
                      plan=plan.totals() if plan else None, restored=restored.get("outcome", "not run"),
                      flow_state_after=restored.get("flow_state_after"), problems=problems)
     if canary:
-        s.topics, s.groups, s.started_at, s.steady_at = canary.topics, canary.groups, canary.started_at, canary.steady_at
+        s.topics, s.groups = canary.topics, canary.groups
+        s.started_at, s.steady_at = canary.started_at, canary.steady_at
         s.cutover_at, s.produced, s.consumed_on_a = canary.cutover_at, canary.produced, canary.consumed_on_a
         s.lag_before_cutover, s.flow_state_before = canary.lag_before, canary.flow_state_before
         s.lag_timeline = _timeline(rb, flow, set(canary.topics), canary.started_at - timedelta(seconds=5), finished)

@@ -84,7 +84,8 @@ class CanaryProducer:
         self.halt()
         left = self._producer.flush(60)
         if left or self.errors:
-            raise CanaryError(f"The canary producer lost records: {left} undelivered, errors {sorted(set(self.errors))[:3]}")
+            raise CanaryError(f"The canary producer lost records: {left} undelivered, "
+                              f"errors {sorted(set(self.errors))[:3]}")
 
 
 @dataclass

@@ -2,8 +2,9 @@
 pass; thresholds; a metrics sample per flow in the audit store's history; optional restart of FAILED parts.
 
 Cost grows with flows, not with their product: Connect and both clusters are asked per flow, all at
-once (`async_flow_status`; one Connect client and one connector listing per Connect cluster); MM2's heartbeats and checkpoints topics are read once per *target
-cluster* (one consumer for every flow into it) and committed group offsets once per *source cluster*.
+once (`async_flow_status`, with one Connect client and one connector listing per Connect cluster); MM2's
+heartbeats and checkpoints topics are read once per *target cluster* (one consumer for every flow into
+it) and committed group offsets once per *source cluster*.
 
 - heartbeat age = now - the newest heartbeat timestamp for source->target found on any heartbeats topic
   of the target (`heartbeats`, `A.heartbeats`, ...). Only the last `2 * max_heartbeat_age_s` of those
@@ -441,8 +442,8 @@ async def _flow_statuses(clients: Clients, flows: list[FlowSpec]) -> list[FlowSt
     made = await asyncio.gather(*(asyncio.to_thread(clients.async_connect, f) for f in first.values()))
     shared = {cc: _SharedListing(c) for cc, c in zip(first, made)}
     try:
-        return list(await asyncio.gather(*(async_flow_status(clients, f, connect=shared[f.connect_cluster])  # type: ignore[arg-type]
-                                           for f in flows)))
+        return list(await asyncio.gather(*(async_flow_status(clients, f, connect=shared[f.connect_cluster])
+                                           for f in flows)))  # type: ignore[arg-type]
     finally:
         await asyncio.gather(*(c.close() for c in made))
 

@@ -63,6 +63,6 @@ with DAG(
                                       title="Max checkpoint staleness (s)",
                                       description="how long a group may stay committed past its newest checkpoint"),
     },
-):
+) as dag:
     HealthCheckOperator(task_id="check_flows",
                         on_failure_callback=[MirrorbookAlertNotifier(details_key=HEALTH_XCOM_KEY)])

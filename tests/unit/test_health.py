@@ -180,3 +180,19 @@ def test_notifier_logs_posts_nothing_without_a_url_and_never_raises(monkeypatch,
     MirrorbookAlertNotifier(webhook_url="http://127.0.0.1:9/hook?token=abc", timeout_s=1).notify({})
     out = capsys.readouterr().out
     assert "could not post the alert to the webhook on 127.0.0.1:9" in out and "token=abc" not in out
+
+
+@pytest.mark.parametrize("env,expect", [(None, "*/5 * * * *"), ("*/1 * * * *", "*/1 * * * *"), ("none", None)])
+def test_the_schedule_comes_from_the_environment(monkeypatch, env, expect):
+    pytest.importorskip("airflow")
+    import runpy
+    from pathlib import Path
+
+    if env is None:
+        monkeypatch.delenv("MIRRORBOOK_HEALTH_SCHEDULE", raising=False)
+    else:
+        monkeypatch.setenv("MIRRORBOOK_HEALTH_SCHEDULE", env)
+    dag_file = Path(__file__).resolve().parents[2] / "dags" / "mm2_health_check.py"
+    dag = runpy.run_path(str(dag_file))["dag"]
+    assert dag.dag_id == "mm2_health_check" and dag.catchup is False and dag.max_active_runs == 1
+    assert dag.schedule == expect

@@ -123,10 +123,10 @@ def lag_chart(s: DrillSummary) -> str:
 
 
 def offsets_chart(s: DrillSummary) -> str:
-    bars = [Bar(f"{p.group} {p.source_topic}-{p.partition}", [p.a_next, p.b_first_seq],
+    bars = [Bar(f"{p.group} {p.source_topic}-{p.partition}", [p.a_next, p.b_offset],
                 [f"re-read {p.re_read}", f"skipped {p.skipped}"]) for p in s.partitions]
-    return bar_chart(bars, [f"next record on {s.from_cluster} (seq)", f"first record read on {s.to_cluster} (seq)"],
-                     title="Where each group stood before the cutover and where it resumed")
+    return bar_chart(bars, [f"committed on {s.from_cluster} (before)", f"written on {s.to_cluster} (after)"],
+                     title="Each group's offsets before and after the cutover, per partition")
 
 
 def steps_chart(s: DrillSummary) -> str:

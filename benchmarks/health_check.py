@@ -10,7 +10,7 @@ the sources' committed offsets, and one metrics sample per flow into an audit st
 Requests are counted where they are made: Connect HTTP calls through the client's `on_call` hook,
 Kafka admin requests by wrapping the admin client's methods (one per call; per-group offset fetches
 one per group), consumer reads of MM2's topics one per read. Wall time: median of `--runs` passes
-after one warm-up. Target: 6 flows within 2x the time of 1 flow.
+after one warm-up, the flow counts interleaved. Target: 6 flows within 2x the time of 1 flow.
 
 Run: .venv/bin/python benchmarks/health_check.py [--runs 7]
 """
@@ -138,22 +138,27 @@ def wait_checkpointed(topology: Any, timeout_s: float = 120.0) -> None:
             time.sleep(1.0)
 
 
-def measure(topology: Any, n: int, runs: int, audit: Any, reads: ReadCounter) -> tuple[float, Tally, Any]:
+def measure(topology: Any, sizes: tuple[int, ...], runs: int, audit: Any,
+            reads: ReadCounter) -> dict[int, tuple[float, Tally, Any]]:
+    """Median wall time per flow count. Sizes are interleaved round by round, so a load change on the
+    machine hits every size alike; the first round warms up (connections, metadata caches)."""
     from mirrorbook.runbooks.engine import RunInfo, Runbook
     from mirrorbook.runbooks.health import HealthParams, run_health_check
 
-    flows, params = topology.flows[:n], HealthParams()
-    rb = Runbook(RunInfo(run_id=f"bench-{n}"), audit)
-    times, report, tallies = [], None, []
-    for i in range(runs + 1):  # the first pass warms up (connections, metadata caches)
-        tally = reads.tally = Tally()
-        clients = counting_clients(topology, tally)
-        t0 = time.perf_counter()
-        report = run_health_check(clients, topology, flows, params, audit, rb)
-        if i:
-            times.append(time.perf_counter() - t0)
-            tallies.append(tally)
-    return statistics.median(times), tallies[-1], report
+    params = HealthParams()
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    last: dict[int, tuple[Tally, Any]] = {}
+    for i in range(runs + 1):
+        for n in sizes:
+            tally = reads.tally = Tally()
+            clients = counting_clients(topology, tally)
+            rb = Runbook(RunInfo(run_id=f"bench-{n}-{i}"), audit)
+            t0 = time.perf_counter()
+            report = run_health_check(clients, topology, topology.flows[:n], params, audit, rb)
+            if i:
+                times[n].append(time.perf_counter() - t0)
+                last[n] = (tally, report)
+    return {n: (statistics.median(times[n]), *last[n]) for n in sizes}
 
 
 def main() -> int:
@@ -177,8 +182,7 @@ def main() -> int:
         audit = AuditStore(str(work / "audit.db"))
         reads = ReadCounter()
         results = {}
-        for n in (1, 3, 6):
-            wall, tally, report = measure(topology, n, args.runs, audit, reads)
+        for n, (wall, tally, report) in measure(topology, (1, 3, 6), args.runs, audit, reads).items():
             results[n] = (wall, tally.total())
             verdict = "all healthy" if report.ok else f"{len(report.violations())} violation(s)"
             print(f"\n{n} flow(s): health check {wall:.3f}s (median of {args.runs}), {tally.total()} requests, "

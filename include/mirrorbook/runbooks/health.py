@@ -18,14 +18,18 @@ it) and committed group offsets once per *source cluster*.
   behind, with no newer checkpoint, for longer than `max_checkpoint_age_s` across samples
   (`behind_since` is carried from the previous sample in the metrics history; first seen = now).
   A consumer resuming after an idle hour is no alert; a checkpoint connector that stopped emitting is.
-- hops = `replication_hops` on the target's topic listing (taken once per target).
+- hops = `replication_hops` on the target's topic listing.
+
+Within one pass each cluster's topic listing is requested once and shared by every flow (`_PassClients`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import struct
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -227,15 +231,54 @@ class TargetFreshness:
     error: str | None = None
 
 
-class _Listed(KafkaAdmin):
-    """A KafkaAdmin answering `topics()` from one listing, so every flow's hop count reuses it."""
+class _ListedOnce(KafkaAdmin):
+    """A cluster's admin for one pass: the topic listing (a metadata request for every topic) is made
+    once and shared by every flow, instead of twice per flow for each side."""
 
-    def __init__(self, admin: KafkaAdmin, topics: dict[str, int]) -> None:
-        super().__init__(admin.config)
-        self._listed = topics
+    def __init__(self, base: KafkaAdmin) -> None:
+        super().__init__(base.config, base.timeout)
+        self._client = base.client  # the same connections
+        self._lock = threading.Lock()
+        self._metadata: Any = None
+
+    def _listing(self) -> Any:
+        with self._lock:
+            if self._metadata is None:
+                self._metadata = self.client.list_topics(timeout=self.timeout)
+            return self._metadata
 
     def topics(self, include_internal: bool = False) -> dict[str, int]:
-        return dict(self._listed)
+        return {t: len(m.partitions) for t, m in self._listing().topics.items()
+                if include_internal or not t.startswith("__")}
+
+    def cluster_id(self) -> str | None:
+        return self._listing().cluster_id
+
+
+class _PassClients(Clients):
+    """The clients of one health pass: `clients`' resolver and Connect clients; one admin per Kafka cluster
+    (aliases with the same client config share it: same cluster, same connections), listed once."""
+
+    def __init__(self, clients: Clients) -> None:
+        super().__init__(clients.resolver)
+        self._base = clients
+        self._admins_lock = threading.Lock()
+        self._by_config: dict[str, KafkaAdmin] = {}
+
+    def connect(self, flow: FlowSpec, **kw: Any) -> ConnectClient:
+        return self._base.connect(flow, **kw)
+
+    def async_connect(self, flow: FlowSpec, **kw: Any) -> AsyncConnectClient:
+        return self._base.async_connect(flow, **kw)
+
+    def admin(self, alias: str) -> KafkaAdmin:
+        with self._admins_lock:
+            if alias not in self._admins:
+                key = json.dumps(self.kafka_config(alias), sort_keys=True, default=str)
+                if key not in self._by_config:
+                    self._by_config[key] = _ListedOnce(self._base.admin(alias))
+                self._admins[alias] = self._by_config[key]
+            return self._admins[alias]
 
 
 def offsets_since(admin: KafkaAdmin, tps: list[TP], since_ms: int) -> dict[TP, int]:
@@ -373,7 +416,7 @@ def flow_health(flow: FlowSpec, topology: Topology, status: FlowStatus, target: 
     problems = [f"MM2 topics on {target.cluster} unreadable: {target.error}"] if target.error else []
     if flow.source in context.source_errors:
         problems.append(f"committed offsets on {flow.source} unreadable: {context.source_errors[flow.source]}")
-    hops = replication_hops(_Listed(context.clients.admin(flow.target), target.topics), flow.source,
+    hops = replication_hops(context.clients.admin(flow.target), flow.source,
                             ReplicationPolicy.for_flow(flow)) if target.topics else None
     fh = FlowHealth(flow=flow.name, source=flow.source, target=flow.target, status=status,
                     heartbeat_at=_at_ms(hb_ms) if hb_ms is not None else None,
@@ -467,13 +510,17 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
             context.source_errors[alias] = str(exc)  # checkpoint groups then come from the checkpoints alone
         return failed
 
+    # Each source's listing is taken (and its connection opened) while Connect answers, not after.
+    listed = [_guarded(context.clients.admin(s).topics, lambda exc: None) for s in by_source]
     statuses, _, *rest = await asyncio.gather(
         _flow_statuses(context.clients, flows),
         asyncio.to_thread(context.read_history, audit, flows),
+        *listed,
         *(_guarded(lambda t=t, fs=fs: read_target(context.clients, t, fs, since_ms), target_failed(t))
           for t, fs in by_target.items()),
         *(_guarded(lambda s=s, rs=rs: read_source_groups(context.clients, s, _union(rs)), source_failed(s))
           for s, rs in by_source.items()))
+    rest = rest[len(listed):]
     targets = dict(zip(by_target, rest[:len(by_target)]))
     sources = dict(zip(by_source, rest[len(by_target):]))
     healths = [flow_health(f, topology, st, targets[f.target], sources[f.source], context)
@@ -492,7 +539,7 @@ def run_concurrently(make: Callable[[], Awaitable[T]], workers: int) -> T:
 def collect_once(clients: Clients, topology: Topology, flows: list[FlowSpec], params: HealthParams,
                  audit: AuditStore | None) -> HealthReport:
     """One health pass, without side effects (previous samples and lock holders read from `audit`)."""
-    context = _Context(clients, params, datetime.now(timezone.utc))
+    context = _Context(_PassClients(clients), params, datetime.now(timezone.utc))
     workers = 4 + 3 * len(flows)
     return run_concurrently(lambda: collect(context, topology, flows, audit), workers)
 

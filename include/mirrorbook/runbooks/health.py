@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import struct
 import threading
@@ -62,6 +63,7 @@ from mirrorbook.runbooks.params import InvalidParams, _bool
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS
 from mirrorbook.topology import FlowSpec, Topology
 
+log = logging.getLogger(__name__)
 HEALTH_SOURCE = "mm2_health_check"
 FLOW_STATES = tuple(s.value for s in FlowState)
 T = TypeVar("T")
@@ -296,19 +298,21 @@ def scan_freshness(messages: Iterable[Message], heartbeat_topics: set[str], out:
     keys: dict[bytes | None, tuple[str, str, int] | None] = {}
     for m in messages:
         topic, key, value = m.topic(), m.key(), m.value()
-        try:
-            if topic in heartbeat_topics:
+        if topic in heartbeat_topics:
+            try:
                 hb = decode_heartbeat(key, value)
-                pair = (hb.source_cluster_alias, hb.target_cluster_alias)
-                out.heartbeats[pair] = max(out.heartbeats.get(pair, -1), hb.timestamp_ms)
+            except (ValueError, IndexError, struct.error):
+                out.malformed += 1
                 continue
-            if key not in keys:
-                keys[key] = decode_checkpoint_key(key)
-            gk = keys[key]
-        except (ValueError, IndexError, struct.error):
-            keys.setdefault(key, None)
-            out.malformed += 1
+            pair = (hb.source_cluster_alias, hb.target_cluster_alias)
+            out.heartbeats[pair] = max(out.heartbeats.get(pair, -1), hb.timestamp_ms)
             continue
+        if key not in keys:  # keys repeat: each distinct one is decoded once
+            try:
+                keys[key] = decode_checkpoint_key(key)
+            except (ValueError, IndexError, struct.error):
+                keys[key] = None
+        gk = keys[key]
         if gk is None or not checkpoint_value_ok(value):
             out.malformed += 1
             continue
@@ -334,7 +338,11 @@ def read_target(clients: Clients, target: str, flows: list[FlowSpec], since_ms: 
     for tp, w in marks.items():
         start = w.low if tp not in since else (since[tp] if since[tp] >= 0 else w.high)
         ranges[tp] = (max(start, w.low), w.high)
-    return scan_freshness(read_ranges(clients.kafka_config(target), ranges, timeout_s=timeout_s), heartbeats, out)
+    scan_freshness(read_ranges(clients.kafka_config(target), ranges, timeout_s=timeout_s), heartbeats, out)
+    if out.malformed:
+        log.warning("%d malformed MM2 record(s) skipped in the heartbeats/checkpoints topics of %s",
+                    out.malformed, target)
+    return out
 
 
 def read_source_groups(clients: Clients, source: str, regex: str) -> dict[str, dict[TP, int]]:

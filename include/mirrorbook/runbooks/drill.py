@@ -226,6 +226,7 @@ def run_canary(rb: Runbook, clients: Clients, topology: Topology, params: DrillP
                               "add them to the flow's `topics`, or pick a `topic_prefix` it replicates")
         before = flow_status(clients, flow)
         admin = clients.admin(flow.source)
+        step.observe({"flow_state": before.state.value, "topics": topics, "groups": groups})
         missing = sorted(set(topics) - set(admin.topics()))
         if missing:
             step.mutate("topics.create", lambda: admin.create_topics({t: params.partitions for t in missing}),
@@ -237,8 +238,6 @@ def run_canary(rb: Runbook, clients: Clients, topology: Topology, params: DrillP
         step.mutate("groups.alter_offsets", lambda: _park(admin, groups, start), method="AlterConsumerGroupOffsets",
                     path=f"kafka://{flow.source}/groups", body={"groups": groups, "partitions": len(tps)},
                     precondition="this run's new canary groups start at the topics' ends")
-        step.observe({"flow_state": before.state.value, "topics": topics, "groups": groups,
-                      "start": {str(tp): o for tp, o in start.items()}})
         state = _produce_and_consume(rb, clients, flow, params, tps, start, groups, before.state.value)
         rb.progress_set(CANARY_KEY, state.model_dump(mode="json"))
         step.settle({"produced": state.produced, "consumed": state.consumed_on_a,

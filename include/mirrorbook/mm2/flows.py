@@ -293,10 +293,37 @@ def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True) -> F
     return asyncio.run(async_flow_status(clients, flow, with_lag=with_lag))
 
 
+class _SharedListing:
+    """A Connect client whose connector listing (status + info of every connector on the cluster) is
+    fetched once and shared by all the cluster's flows; every other call goes through."""
+
+    def __init__(self, client: AsyncConnectClient) -> None:
+        self._client = client
+        self._listings: dict[tuple[str, ...], asyncio.Future[Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def list(self, expand: tuple[str, ...] = ()) -> Any:
+        if expand not in self._listings:
+            self._listings[expand] = asyncio.ensure_future(self._client.list(expand))
+        return await asyncio.shield(self._listings[expand])
+
+
 async def async_all_flow_status(clients: Clients, flows: list[FlowSpec] | None = None,
                                 with_lag: bool = True) -> list[FlowStatus]:
+    """Every flow at once, with one Connect client and one connector listing per Connect cluster
+    (building a client costs a TLS context, ~0.1 s of CPU; the listing covers all its flows)."""
     flows = flows if flows is not None else clients.topology.flows
-    return list(await asyncio.gather(*(async_flow_status(clients, f, with_lag=with_lag) for f in flows)))
+    first = {f.connect_cluster: f for f in reversed(flows)}
+    made = await asyncio.gather(*(asyncio.to_thread(clients.async_connect, f) for f in first.values()))
+    shared = {cc: _SharedListing(c) for cc, c in zip(first, made)}
+    try:
+        return list(await asyncio.gather(*(async_flow_status(clients, f, with_lag=with_lag,
+                                                             connect=shared[f.connect_cluster])  # type: ignore
+                                           for f in flows)))
+    finally:
+        await asyncio.gather(*(c.close() for c in made))
 
 
 def all_flow_status(clients: Clients, flows: list[FlowSpec] | None = None, with_lag: bool = True) -> list[FlowStatus]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from mirrorbook.connect.client import Call, ConnectClient, Endpoints
 from mirrorbook.connect.models import ConnectorStatus
-from mirrorbook.connect.wait import reached, wait_for
+from mirrorbook.connect.wait import WaitTimeout, reached, wait_for
 from mirrorbook.runbooks.engine import Runbook, StepOutcome
 from mirrorbook.topology import FlowSpec
 
@@ -39,6 +39,21 @@ def decide(status: ConnectorStatus, target: str) -> Call[Any] | None:
     return Endpoints.pause(name) if target == "PAUSED" else Endpoints.stop(name)
 
 
+RESTART_SETTLE_S = 10.0
+
+
+def wait_caused(client: ConnectClient, name: str, target: str, timeout_s: float, *, restarted: bool = False
+                ) -> ConnectorStatus:
+    """Wait for the state a call caused. Right after a restart was accepted Connect can still show the
+    old FAILED, so FAILED only counts as "failed again" after RESTART_SETTLE_S."""
+    if not restarted:
+        return wait_for(client, name, target, timeout_s=timeout_s)
+    try:
+        return wait_for(client, name, target, timeout_s=min(RESTART_SETTLE_S, timeout_s), fail_fast=False)
+    except WaitTimeout:
+        return wait_for(client, name, target, timeout_s=max(timeout_s - RESTART_SETTLE_S, 1.0))
+
+
 def set_connector_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str, target: str, *,
                         wait: bool = True, timeout_s: float = 120.0) -> StepOutcome:
     name = flow.connector(role)
@@ -54,7 +69,7 @@ def set_connector_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, role
         elif reached(status, target):
             step.note(reason=f"already {target}")
         if wait and not rb.dry_run:
-            status = wait_for(client, name, target, timeout_s=timeout_s)
+            status = wait_caused(client, name, target, timeout_s, restarted=call is not None and call.method == "POST")
         step.settle(connector_state(status))
     return step.outcome
 

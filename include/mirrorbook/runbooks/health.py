@@ -2,7 +2,7 @@
 pass; thresholds; a metrics sample per flow in the audit store's history; optional restart of FAILED parts.
 
 Cost grows with flows, not with their product: Connect and both clusters are asked per flow, all at
-once (`async_flow_status`, with one Connect client and one connector listing per Connect cluster); MM2's
+once (`async_all_flow_status`, with one Connect client and one connector listing per Connect cluster); MM2's
 heartbeats and checkpoints topics are read once per *target cluster* (one consumer for every flow into
 it) and committed group offsets once per *source cluster*.
 
@@ -45,12 +45,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from mirrorbook.audit import AuditStore, MetricsSample
 from mirrorbook.clients import Clients
 from mirrorbook.connect import AsyncConnectClient, ConnectClient
-from mirrorbook.connect.wait import WaitTimeout, wait_for
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import FlowState, FlowStatus, async_flow_status
+from mirrorbook.mm2.flows import FlowState, FlowStatus, async_all_flow_status
 from mirrorbook.mm2.internal_topics import (checkpoint_value_ok, decode_checkpoint_key, decode_checkpoint_value,
                                             decode_heartbeat)
 from mirrorbook.mm2.policy import ReplicationPolicy
@@ -469,36 +468,6 @@ async def _guarded(fn: Callable[[], T], on_error: Callable[[Exception], T]) -> T
         return on_error(exc)
 
 
-class _SharedListing:
-    """A Connect client for one pass whose connector listing (status + info of every connector on the
-    cluster) is fetched once and shared by all the cluster's flows; every other call goes through."""
-
-    def __init__(self, client: AsyncConnectClient) -> None:
-        self._client = client
-        self._listings: dict[tuple[str, ...], asyncio.Future[Any]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    async def list(self, expand: tuple[str, ...] = ()) -> Any:
-        if expand not in self._listings:
-            self._listings[expand] = asyncio.ensure_future(self._client.list(expand))
-        return await asyncio.shield(self._listings[expand])
-
-
-async def _flow_statuses(clients: Clients, flows: list[FlowSpec]) -> list[FlowStatus]:
-    """`async_all_flow_status`, with one Connect client per Connect cluster shared by its flows (creating a
-    client builds a TLS context: ~0.1 s of CPU) and one connector listing per Connect cluster."""
-    first = {f.connect_cluster: f for f in reversed(flows)}
-    made = await asyncio.gather(*(asyncio.to_thread(clients.async_connect, f) for f in first.values()))
-    shared = {cc: _SharedListing(c) for cc, c in zip(first, made)}
-    try:
-        return list(await asyncio.gather(*(async_flow_status(clients, f, connect=shared[f.connect_cluster])
-                                           for f in flows)))  # type: ignore[arg-type]
-    finally:
-        await asyncio.gather(*(c.close() for c in made))
-
-
 async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
                   audit: AuditStore | None = None) -> HealthReport:
     """Statuses of all flows, the MM2 topics of each target cluster and the groups of each source cluster, at once."""
@@ -521,7 +490,7 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
     # Each source's listing is taken (and its connection opened) while Connect answers, not after.
     listed = [_guarded(context.clients.admin(s).topics, lambda exc: None) for s in by_source]
     statuses, _, *rest = await asyncio.gather(
-        _flow_statuses(context.clients, flows),
+        async_all_flow_status(context.clients, flows),
         asyncio.to_thread(context.read_history, audit, flows),
         *listed,
         *(_guarded(lambda t=t, fs=fs: read_target(context.clients, t, fs, since_ms), target_failed(t))
@@ -561,15 +530,6 @@ def failed_roles(status: FlowStatus) -> list[str]:
             if c.state == "FAILED" or (c.state == "RUNNING" and "FAILED" in c.tasks)]
 
 
-def wait_restarted(client: ConnectClient, name: str, timeout_s: float, settle_s: float = 10.0) -> None:
-    """Wait for RUNNING after a restart. Connect's status can still show the old FAILED right after the
-    restart was accepted, so FAILED only counts as "failed again" after `settle_s`."""
-    try:
-        wait_for(client, name, "RUNNING", timeout_s=min(settle_s, timeout_s), fail_fast=False)
-    except WaitTimeout:
-        wait_for(client, name, "RUNNING", timeout_s=max(timeout_s - settle_s, 1.0))
-
-
 def restart_failed(rb: Runbook, clients: Clients, flow: FlowSpec, roles: list[str], timeout_s: float) -> list[str]:
     """Restart through the runbook engine (each call audited) under the flow's lock; one note per connector."""
     try:
@@ -582,8 +542,7 @@ def restart_failed(rb: Runbook, clients: Clients, flow: FlowSpec, roles: list[st
             for role in roles:
                 name = flow.connector(role)
                 try:
-                    set_connector_state(rb, client, flow, role, "RUNNING", wait=False)
-                    wait_restarted(client, name, timeout_s)
+                    set_connector_state(rb, client, flow, role, "RUNNING", timeout_s=timeout_s)
                     notes.append(f"{name}: restarted FAILED parts, RUNNING again")
                 except MirrorbookError as exc:
                     notes.append(f"{name}: restart did not bring it back: {exc.message}")

@@ -2,7 +2,7 @@
 flows), real consumers proving with sequence numbers that nothing is skipped.
 
 These tests stop brokers and connectors, so they run on a stack of their own, in order: each starts
-by making sure both flows replicate and both clusters are up.
+by making sure both flows replicate and both clusters are up. The one that kills cluster A runs last.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
-from mirrorbook.connect.wait import wait_for
+from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load, produce
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -50,9 +50,14 @@ def fo(fo_stack: DevStack, use_topology, airflow_env) -> DevStack:
     for flow in state.flows():
         with ConnectClient(state.workers[flow.connect_cluster].url) as c:
             for role, name in flow.connectors.items():
-                if c.status(name).connector.state != "RUNNING":
+                st = c.status(name)
+                if st.connector.state in ("PAUSED", "STOPPED"):
                     c.resume(name)
-                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1)
+                elif not reached(st, "RUNNING"):
+                    # After its cluster was killed, a worker can keep a stale UNASSIGNED/FAILED status.
+                    c.restart(name, include_tasks=True)
+                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1,
+                         fail_fast=False)
     use_topology(state.topology(), detach=True)
     return fo_stack
 
@@ -205,6 +210,28 @@ def test_planned_drain_timeout_fails_clearly_with_an_active_group_on_a(fo, run_d
     assert admin_b.committed_offsets(groups) == {groups[0]: {}}
 
 
+def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_dag):
+    tag = f"sp{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-30", "11"], topics=1, partitions=2, records=100)
+    _, admin_b, _, _ = _admins(fo)
+    # A run whose write never happened (marked done without running): group parity finds every
+    # planned offset MISSING on B and fails the run, naming the groups and partitions.
+    broken = run_dag("mm2_failover", _conf(tag, parity="spark"), mark_success="^write_offsets$")
+    assert broken.state == "failed"
+    assert broken.task_states()["group_parity"] == "failed"
+    text = broken.failure()
+    assert "group_parity failed" in text and all(g in text for g in groups) and f"A.{topics[0]}" in text
+    assert "MISSING" in text
+    assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
+
+    # The same failover, cleared and run for real: both parity jobs pass.
+    fixed = run_dag("mm2_failover", _conf(tag, parity="spark"), rerun_of=broken)
+    assert fixed.state == "success", fixed.failure() or fixed.task_states()
+    verdicts = {e.action: e for e in fixed.events(kind="step") if e.action.startswith("step.parity.")
+                and e.result == "noop" and e.details.get("status") == "passed"}
+    assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}
+
+
 class _Traffic:
     """Keeps producing to a topic on A until A goes away."""
 
@@ -295,24 +322,3 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     assert st.state.value == "REPLICATING"
     assert flow_status(clients, topo.flow("B->A")).state.value == "DISABLED"
 
-
-def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_dag):
-    tag = f"sp{uuid.uuid4().hex[:5]}"
-    topics, groups = _workload(fo, tag, ["end", "end-30", "11"], topics=1, partitions=2, records=100)
-    _, admin_b, _, _ = _admins(fo)
-    # A run whose write never happened (marked done without running): group parity finds every
-    # planned offset MISSING on B and fails the run, naming the groups and partitions.
-    broken = run_dag("mm2_failover", _conf(tag, parity="spark"), mark_success="^write_offsets$")
-    assert broken.state == "failed"
-    assert broken.task_states()["group_parity"] == "failed"
-    text = broken.failure()
-    assert "group_parity failed" in text and all(g in text for g in groups) and f"A.{topics[0]}" in text
-    assert "MISSING" in text
-    assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
-
-    # The same failover, cleared and run for real: both parity jobs pass.
-    fixed = run_dag("mm2_failover", _conf(tag, parity="spark"), rerun_of=broken)
-    assert fixed.state == "success", fixed.failure() or fixed.task_states()
-    verdicts = {e.action: e for e in fixed.events(kind="step") if e.action.startswith("step.parity.")
-                and e.result == "noop" and e.details.get("status") == "passed"}
-    assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}

@@ -107,21 +107,31 @@ def own_stack(tmp_path: Path):
 
 
 def test_stop_start_cluster_and_down_leaves_nothing(own_stack, devstack):
-    own_stack.up(StackSettings())
+    own_stack.up(StackSettings(reverse=True))
     procs = own_stack.require().processes()
-    assert set(procs) == {"broker-A", "broker-B", "connect-B"}
+    assert set(procs) == {"broker-A", "broker-B", "connect-B", "connect-A"}
 
-    assert own_stack.stop_cluster("A") is True
-    assert not procs["broker-A"].alive()
+    # A site failure: cluster A's broker and the Connect worker running against it go down together.
+    assert own_stack.stop_cluster("A", kill=True) is True
+    assert not procs["broker-A"].alive() and not procs["connect-A"].alive()
+    assert procs["broker-B"].alive() and procs["connect-B"].alive()
     assert own_stack.stop_cluster("A") is False  # idempotent
     assert own_stack.start_cluster("A") is True
     assert own_stack.start_cluster("A") is False
     restarted = own_stack.require().processes()
-    assert restarted["broker-A"].pid != procs["broker-A"].pid
+    assert restarted["broker-A"].pid != procs["broker-A"].pid and restarted["connect-A"].pid != procs["connect-A"].pid
     assert "mirrorbook-canary" in KafkaAdmin(own_stack.require().brokers["A"].bootstrap).topics()  # data kept
+    flows = {f["name"]: f for f in own_stack.status()["flows"]}
+    assert {c["state"] for c in flows["B->A"]["connectors"].values()} == {"RUNNING"}
 
-    assert set(own_stack.down()) == {"broker-A", "broker-B", "connect-B"}
-    assert not any(p.alive() for p in list(procs.values()) + list(restarted.values()))
+    # --broker-only leaves the worker up.
+    assert own_stack.stop_cluster("A", broker_only=True) is True
+    assert restarted["connect-A"].alive() and not restarted["broker-A"].alive()
+    assert own_stack.start_cluster("A") is True
+
+    final = own_stack.require().processes()
+    assert set(own_stack.down()) == {"broker-A", "broker-B", "connect-B", "connect-A"}
+    assert not any(p.alive() for p in [*procs.values(), *restarted.values(), *final.values()])
     assert own_stack.require().processes() == {}
     assert own_stack.down() == []  # idempotent
     # The session stack was not touched by this stack's `down` (pids, never names).

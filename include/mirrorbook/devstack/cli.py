@@ -49,12 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     dn.add_argument("--purge", action="store_true", help="also delete data, logs and state")
     dn.set_defaults(func=cmd_down)
 
-    for name, func, helptext in (("stop", cmd_stop, "take one cluster's broker down (data kept)"),
+    for name, func, helptext in (("stop", cmd_stop, "take one cluster down, its broker and its Connect worker (data kept)"),
                                  ("start", cmd_start, "bring a stopped cluster's broker back")):
         sp = common(ds.add_parser(name, help=helptext))
         sp.add_argument("alias", help="cluster alias, e.g. A")
         if name == "stop":
             sp.add_argument("--kill", action="store_true", help="SIGKILL (a crash) instead of a clean shutdown")
+            sp.add_argument("--broker-only", action="store_true",
+                            help="leave the Connect worker that runs against this cluster up")
         sp.set_defaults(func=func)
 
     fe = ds.add_parser("fetch", help="download the pinned Kafka (and Spark Kafka source) jars into the cache")
@@ -135,7 +137,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    done = DevStack(args.run_dir).stop_cluster(args.alias, kill=args.kill)
+    done = DevStack(args.run_dir).stop_cluster(args.alias, kill=args.kill, broker_only=args.broker_only)
     print(f"cluster {args.alias}: {'stopped' if done else 'was not running'}")
     return 0
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from contextlib import closing
+from pathlib import Path
 
 from mirrorbook.devstack.errors import PortInUse
 
@@ -25,18 +27,33 @@ def require_free(port: int, what: str) -> None:
                         "or omit --port-base to let devstack pick free ports" % port)
 
 
-def pick_free(count: int) -> list[int]:
-    """Ask the kernel for `count` distinct free ports (held open together so they differ)."""
-    socks = []
+def ephemeral_range() -> tuple[int, int]:
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("localhost", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def pick_free(count: int, rng: random.Random | None = None) -> list[int]:
+    """`count` distinct free ports *below* the kernel's ephemeral range.
+
+    A port the kernel hands out with bind(0) is an ephemeral one: while a broker is down, clients
+    retrying to reach it can be given that very port as their own source port (even connect to
+    themselves), and the broker cannot listen on it again when it comes back.
+    """
+    rng = rng or random.Random()
+    low = max(1024, min(ephemeral_range()[0], 65536) - 1)
+    floor = max(10000, low - 20000) if low > 11000 else 1024
+    picked: list[int] = []
+    for _ in range(5000):
+        port = rng.randrange(floor, low)
+        if port not in picked and is_free(port):
+            picked.append(port)
+            if len(picked) == count:
+                return picked
+    raise PortInUse(f"Could not find {count} free ports between {floor} and {low}",
+                    "free some ports, or pass --port-base")
 
 
 def wait_port_open(port: int, host: str = "localhost", timeout: float = 0.5) -> bool:

@@ -34,8 +34,12 @@ class ProcessRecord(BaseModel):
             return 0
 
     def stop(self, timeout: float = 30.0, kill: bool = False) -> None:
-        """SIGTERM (or SIGKILL), wait, escalate. Idempotent: a process already gone is fine."""
-        if not self.alive():
+        """SIGTERM (or SIGKILL), wait, escalate. Idempotent: a process already gone is fine.
+
+        Returns only once the process has fully exited: a JVM's main thread turns zombie while its
+        other threads are still exiting, and its sockets (a broker's listeners) live until the last one.
+        """
+        if self.exited():
             return
         try:
             os.kill(self.pid, signal.SIGKILL if kill else signal.SIGTERM)
@@ -43,24 +47,30 @@ class ProcessRecord(BaseModel):
             return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not self.alive():
-                _reap(self.pid)
+            if self.exited():
                 return
             time.sleep(0.1)
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        while self.alive():
+        while not self.exited():
             time.sleep(0.05)
-        _reap(self.pid)
 
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    def exited(self) -> bool:
+        """Gone for good: reaped (if it is our child), or no thread of it left."""
+        try:
+            if os.waitpid(self.pid, os.WNOHANG)[0] == self.pid:
+                return True
+        except ChildProcessError:
+            pass
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.create_time) >= 1.0:
+                return True  # the pid now belongs to someone else
+            return proc.status() == psutil.STATUS_ZOMBIE and proc.num_threads() <= 1
+        except psutil.Error:
+            return True
 
 
 def start_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: list[str],

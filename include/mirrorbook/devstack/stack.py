@@ -254,9 +254,10 @@ class DevStack:
         with ThreadPoolExecutor(len(state.brokers)) as pool:
             list(pool.map(fmt, state.brokers.values()))
 
-    def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str]) -> None:
+    def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
+                       only: str | None = None) -> None:
         for broker in state.brokers.values():
-            if broker.process and broker.process.alive():
+            if (only and broker.alias != only) or (broker.process and broker.process.alive()):
                 continue
             for p, what in ((broker.broker_port, f"broker {broker.alias}"),
                             (broker.controller_port, f"controller {broker.alias}")):
@@ -301,9 +302,10 @@ class DevStack:
         path.write_text(config.render_properties(props))
         return path
 
-    def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str]) -> None:
+    def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
+                       only: str | None = None) -> None:
         for worker in state.workers.values():
-            if worker.process and worker.process.alive():
+            if (only and worker.alias != only) or (worker.process and worker.process.alive()):
                 continue
             ports.require_free(worker.rest_port, f"Connect worker {worker.alias}")
             props = self._worker_config(worker, state)
@@ -349,10 +351,12 @@ class DevStack:
                     changed.append(name)
         return changed
 
-    def _wait_connectors(self, state: StackState, timeout_s: float) -> None:
+    def _wait_connectors(self, state: StackState, timeout_s: float, only: str | None = None) -> None:
         """Every connector RUNNING; source and heartbeat with a running task (checkpoint may have none yet)."""
         deadline = time.monotonic() + timeout_s
         for flow in state.flows():
+            if only and flow.connect_cluster != only:
+                continue
             worker = state.workers[flow.connect_cluster]
             with ConnectClient(worker.url, retry=NO_RETRY) as client:
                 for role, name in flow.connectors.items():
@@ -459,29 +463,32 @@ class DevStack:
             shutil.rmtree(self.run_dir)
         return stopped
 
-    def stop_cluster(self, alias: str, kill: bool = False) -> bool:
+    def stop_cluster(self, alias: str, kill: bool = False, broker_only: bool = False) -> bool:
+        """Take a cluster down as a site failure would: its broker and the Connect worker that runs
+        against it (a worker whose cluster vanished under it can stay wedged after the cluster returns).
+        `kill` is a crash (SIGKILL); `broker_only` leaves the worker running."""
         state = self.require()
-        broker = self._broker(state, alias)
-        if not (broker.process and broker.process.alive()):
-            return False
-        broker.process.stop(kill=kill)
-        return True
+        procs = [self._broker(state, alias).process]
+        if not broker_only:
+            procs += [w.process for w in state.workers.values() if w.alias == alias]
+        live = [p for p in procs if p and p.alive()]
+        for proc in reversed(live):  # the worker first, then the broker it talks to
+            proc.stop(kill=kill)
+        return bool(live)
 
     def start_cluster(self, alias: str, timeout_s: float = 120.0) -> bool:
+        """Bring a stopped cluster back with its data (and its Connect worker, with its connectors RUNNING)."""
         state = self.require()
-        broker = self._broker(state, alias)
-        if broker.process and broker.process.alive():
-            return False
+        self._broker(state, alias)
         java = find_java()
         cp = f"{artifacts.kafka_libs()}/*"
-        for p, what in ((broker.broker_port, f"broker {alias}"), (broker.controller_port, f"controller {alias}")):
-            ports.require_free(p, what)
-        opts = config.jvm_opts(state.settings.broker_heap_mb, self._log4j(), state.settings.extra_jvm_opts)
-        broker.process = start_java(java, opts, cp, BROKER_MAIN, [str(self._broker_config(broker))],
-                                    self._log(f"broker-{alias}"), f"broker {alias}")
+        started: list[str] = []
+        self._start_brokers(java, cp, state, timeout_s, started, only=alias)
+        self._start_workers(java, cp, state, timeout_s, started, only=alias)
+        if any(name.startswith("connect-") for name in started):
+            self._wait_connectors(state, timeout_s, only=alias)
         self._save(state)
-        self._wait_broker(broker, timeout_s)
-        return True
+        return bool(started)
 
     @staticmethod
     def _broker(state: StackState, alias: str) -> BrokerState:

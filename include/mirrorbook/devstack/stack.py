@@ -254,23 +254,28 @@ class DevStack:
         with ThreadPoolExecutor(len(state.brokers)) as pool:
             list(pool.map(fmt, state.brokers.values()))
 
+    def _launch(self, java: str, cp: str, state: StackState, started: list[str], name: str, label: str,
+                needs: list[tuple[int, str]], heap_mb: int, main: str, props: Path) -> ProcessRecord:
+        """Start one JVM of the stack after checking its ports, and record it at once (so `down` finds it)."""
+        for port, what in needs:
+            ports.require_free(port, what)
+        opts = config.jvm_opts(heap_mb, self._log4j(), state.settings.extra_jvm_opts)
+        record = start_java(java, opts, cp, main, [str(props)], self._log(name), label)
+        started.append(name)
+        return record
+
     def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                        only: str | None = None) -> None:
-        for broker in state.brokers.values():
-            if (only and broker.alias != only) or (broker.process and broker.process.alive()):
+        for b in state.brokers.values():
+            if (only and b.alias != only) or (b.process and b.process.alive()):
                 continue
-            for p, what in ((broker.broker_port, f"broker {broker.alias}"),
-                            (broker.controller_port, f"controller {broker.alias}")):
-                ports.require_free(p, what)
-            props = self._broker_config(broker)
-            opts = config.jvm_opts(state.settings.broker_heap_mb, self._log4j(), state.settings.extra_jvm_opts)
-            broker.process = start_java(java, opts, cp, BROKER_MAIN, [str(props)],
-                                        self._log(f"broker-{broker.alias}"), f"broker {broker.alias}")
-            started.append(f"broker-{broker.alias}")
+            b.process = self._launch(java, cp, state, started, f"broker-{b.alias}", f"broker {b.alias}",
+                                     [(b.broker_port, f"broker {b.alias}"), (b.controller_port, f"controller {b.alias}")],
+                                     state.settings.broker_heap_mb, BROKER_MAIN, self._broker_config(b))
             self._save(state)
-        for broker in state.brokers.values():
-            if f"broker-{broker.alias}" in started:
-                self._wait_broker(broker, timeout_s)
+        for b in state.brokers.values():
+            if f"broker-{b.alias}" in started:
+                self._wait_broker(b, timeout_s)
 
     def _wait_broker(self, broker: BrokerState, timeout_s: float) -> None:
         from mirrorbook.kafka.admin import KafkaAdmin
@@ -304,19 +309,16 @@ class DevStack:
 
     def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                        only: str | None = None) -> None:
-        for worker in state.workers.values():
-            if (only and worker.alias != only) or (worker.process and worker.process.alive()):
+        for w in state.workers.values():
+            if (only and w.alias != only) or (w.process and w.process.alive()):
                 continue
-            ports.require_free(worker.rest_port, f"Connect worker {worker.alias}")
-            props = self._worker_config(worker, state)
-            opts = config.jvm_opts(state.settings.connect_heap_mb, self._log4j(), state.settings.extra_jvm_opts)
-            worker.process = start_java(java, opts, cp, CONNECT_MAIN, [str(props)],
-                                        self._log(f"connect-{worker.alias}"), f"Connect worker {worker.alias}")
-            started.append(f"connect-{worker.alias}")
+            w.process = self._launch(java, cp, state, started, f"connect-{w.alias}", f"Connect worker {w.alias}",
+                                     [(w.rest_port, f"Connect worker {w.alias}")], state.settings.connect_heap_mb,
+                                     CONNECT_MAIN, self._worker_config(w, state))
             self._save(state)
-        for worker in state.workers.values():
-            if f"connect-{worker.alias}" in started:
-                self._wait_worker(worker, timeout_s)
+        for w in state.workers.values():
+            if f"connect-{w.alias}" in started:
+                self._wait_worker(w, timeout_s)
 
     def _wait_worker(self, worker: WorkerState, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -31,7 +31,7 @@ GATES = ("wait_groups_inactive", "wait_replication_drained")
 def _airflow_env(home: Path, topology: Path) -> None:
     os.environ.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
         "MIRRORBOOK_AUDIT_URL": f"sqlite:///{home}/audit.db", "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"),
         "MIRRORBOOK_TOPOLOGY": str(topology),
     })
@@ -43,6 +43,8 @@ def main() -> int:
     ap.add_argument("--records-per-partition", type=int, default=6000)
     ap.add_argument("--groups", type=int, default=20)
     ap.add_argument("--translation", choices=["precise", "mm2"], default="precise")
+    ap.add_argument("--parity", choices=["spark", "off"], default="spark",
+                    help="the DAG default (spark) proves the move with Spark before the flow is stopped")
     args = ap.parse_args()
 
     from mirrorbook.devstack.config import Mm2Settings, StackSettings
@@ -79,7 +81,8 @@ def main() -> int:
 
         dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
         conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": args.translation,
-                "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False}
+                "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False,
+                "parity": args.parity}
         # Warm up: a dry run pays dag.test()'s one-off in-process API server start, which a running
         # Airflow has already paid; it also shows the plan. Then the measured run.
         warm = dag.test(run_conf={**conf, "dry_run": True})

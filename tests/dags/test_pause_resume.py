@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
 from mirrorbook.audit.models import LockHolder
 from mirrorbook.connect import ConnectClient
+from mirrorbook.devstack.workload import GroupSpec, park_groups, produce
 from tests.faultproxy import FaultProxy
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -103,9 +109,20 @@ def test_second_runbook_on_a_locked_flow_is_refused(run_dag, dag_scratch, connec
     assert run.state == "success" and audit.lock_holder(dag_scratch.flow.name) is None
 
 
-def test_stop_with_spark_parity_proves_no_group_moved(run_dag, dag_scratch, connect_b_url, audit):
+def test_stop_with_spark_parity_proves_no_group_moved(run_dag, dag_scratch, connect_b_url, audit, monkeypatch,
+                                                      bootstrap_a, admin_a):
+    produce(bootstrap_a, [dag_scratch.topic], 10)
+    park_groups(admin_a, [dag_scratch.topic], [GroupSpec(name=f"{dag_scratch.alias}-parked", position="end-3")])
+    # Out of the box: Airflow started from the venv without activating it (spark-submit is not on PATH)
+    # and no spark_default connection — the job must still run, on local[*], not on the provider's YARN.
+    venv_bin = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT")
     run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "stop", "parity": "spark"})
     assert run.state == "success", run.failure() or run.task_states()
     verdict = [e for e in run.events(kind="step") if e.action == "step.parity.group_parity"]
     assert len(verdict) == 1 and verdict[0].result == "noop"  # a check: nothing changed, nothing failed
-    assert verdict[0].details["status"] == "passed" and verdict[0].details["counts"].get("OK", 0) > 0
+    assert verdict[0].details.get("status") == "passed", verdict[0].details
+    assert verdict[0].details["counts"].get("OK", 0) > 0
+    summary = json.loads((Path(verdict[0].details["output"]).parent / "summary.json").read_text())
+    assert summary["master"] == "local[*]"

@@ -279,6 +279,10 @@ def local_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
             pass
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    venv_bin = Path(sys.executable).parent
+    if not shutil.which("spark-submit", path=env.get("PATH")) and (venv_bin / "spark-submit").is_file():
+        # an un-activated venv (airflow started by its full path): spark-submit is only beside Python
+        env["PATH"] = os.pathsep.join(p for p in (str(venv_bin), env.get("PATH")) if p)
     return env
 
 

@@ -9,11 +9,13 @@ skips the job — the step's own read-back still verifies, without Spark.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, as_bool, guarded, run_info
@@ -26,6 +28,7 @@ from mirrorbook.runbooks.move import load_plan
 from mirrorbook.topology import FlowSpec
 
 SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
+LOCAL_MASTER = {"conn_type": "spark", "host": "local[*]"}
 CHECKS = ("unchanged", "offsets", "move")
 
 
@@ -80,6 +83,7 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
         self._point_at(spec)
+        self._default_to_local()
         try:
             super().execute(context)
         except AirflowException as exc:  # the apps exit non-zero on a failed parity; the summary says why
@@ -125,6 +129,17 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
         return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap,
                                  source_options=java_client_options(src), target_options=java_client_options(dst))
 
+    def _default_to_local(self) -> None:
+        """Without the connection the provider would submit to YARN; mirrorbook's default is local[*].
+
+        Set for this task's process only, through Airflow's own env-var secrets backend."""
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            self.log.warning("no %r connection: running %s with master local[*] on this worker "
+                             "(create the connection to submit to a cluster)", self._conn_id, self.name)
+            os.environ[f"AIRFLOW_CONN_{self._conn_id.upper()}"] = json.dumps(LOCAL_MASTER)
+
     def _point_at(self, spec: SparkSubmitSpec) -> None:
         """SparkSubmitOperator runs whatever these fields say; the master comes from its connection."""
         kw = spec.operator_kwargs()
@@ -135,5 +150,5 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
             conf["spark.driver.extraJavaOptions"] = spec.driver_java_options
         self.conf = conf
         self.env_vars = {k: v for k, v in local_env().items()
-                         if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")}
+                         if k in ("PATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")}
         self._hook = None

@@ -9,6 +9,10 @@ in one process). Figures:
                         time the steps themselves spend on API calls (their audited durations)
   failover_overhead_ratio  RTO / essential — what orchestration adds on top
 
+With --parity spark (the DAG's default) the Spark proofs sit between the offsets write and the flow
+stop, so they count in the RTO but not in "essential" (they are not API calls); the breakdown line
+shows their share. --parity off measures the cutover alone.
+
 Run: .venv/bin/python benchmarks/failover_rto.py [--records-per-partition 6000] [--groups 20]
 """
 
@@ -26,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("precheck", "translate", "write_offsets", "verify", "stop_flow")
 GATES = ("wait_groups_inactive", "wait_replication_drained")
+PROOFS = ("group_parity", "record_parity")
 
 
 def _airflow_env(home: Path, topology: Path) -> None:
@@ -101,12 +106,21 @@ def main() -> int:
             if e.kind == "step" and e.task_id in STEPS:
                 steps[e.task_id] = steps.get(e.task_id, 0.0) + e.details.get("duration_s", 0.0)
         essential = gate_s + sum(steps.values())
+        proofs = {t: (tis[t].end_date - tis[t].start_date).total_seconds() for t in PROOFS
+                  if tis[t].end_date and tis[t].start_date}
+        in_app = {e.task_id: e.details.get("elapsed_s") or 0.0 for e in audit.events(run_id=run.run_id)
+                  if e.kind == "step" and e.task_id in PROOFS and "elapsed_s" in e.details}
         print(f"groups={rep['plan']['groups']} partitions={rep['plan']['partitions']} re-read={rep['plan']['re_read']} "
               f"skipped={rep['plan']['skipped']} methods={rep['plan']['methods']}")
         print("task durations: " + ", ".join(
             f"{t}={(ti.end_date - ti.start_date).total_seconds():.2f}s" for t, ti in sorted(tis.items())
             if ti.end_date and ti.start_date))
         print("step API time: " + ", ".join(f"{k}={v:.2f}s" for k, v in steps.items()) + f"; gates={gate_s:.2f}s")
+        if in_app:
+            print("Spark proofs on the cutover path (dag.test runs them one after the other; a real executor "
+                  "runs them side by side): " + ", ".join(f"{t}={v:.1f}s task / {in_app.get(t, 0):.1f}s in the app"
+                                                         for t, v in proofs.items())
+                  + f"; RTO less the proofs {rep['rto_s'] - sum(proofs.values()):.2f}s")
         print(f"RESULT failover_rto_s={rep['rto_s']:.2f} s")
         print(f"RESULT failover_essential_s={essential:.2f} s")
         print(f"RESULT failover_overhead_ratio={rep['rto_s'] / essential:.2f}")

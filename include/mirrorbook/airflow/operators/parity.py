@@ -83,7 +83,7 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
         self._point_at(spec)
-        self._default_to_local()
+        self._out_of_the_box()
         try:
             super().execute(context)
         except AirflowException as exc:  # the apps exit non-zero on a failed parity; the summary says why
@@ -129,10 +129,13 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
         return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap,
                                  source_options=java_client_options(src), target_options=java_client_options(dst))
 
-    def _default_to_local(self) -> None:
-        """Without the connection the provider would submit to YARN; mirrorbook's default is local[*].
+    def _out_of_the_box(self) -> None:
+        """Airflow started from an un-activated venv, without a spark_default connection, must still prove.
 
-        Set for this task's process only, through Airflow's own env-var secrets backend."""
+        spark-submit is looked up on this process's PATH (whatever the master), so the venv's bin joins
+        it; without the connection the provider would submit to YARN, mirrorbook's default is local[*].
+        Both are set for this task's process only, the connection through Airflow's env-var backend."""
+        os.environ["PATH"] = local_env()["PATH"]
         try:
             BaseHook.get_connection(self._conn_id)
         except AirflowNotFoundException:
@@ -150,5 +153,5 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
             conf["spark.driver.extraJavaOptions"] = spec.driver_java_options
         self.conf = conf
         self.env_vars = {k: v for k, v in local_env().items()
-                         if k in ("PATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")}
+                         if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")}
         self._hook = None

@@ -11,8 +11,10 @@ import threading
 from datetime import datetime, timezone
 import time
 import uuid
+from pathlib import Path
 from typing import Iterator
 
+import pyarrow.parquet as pq
 import pytest
 
 from mirrorbook.audit import AuditStore
@@ -230,6 +232,12 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     verdicts = {e.action: e for e in fixed.events(kind="step") if e.action.startswith("step.parity.")
                 and e.result == "noop" and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}
+    # Every position was proven exact, so the record proof read from the lowest one (group "11") to
+    # the end on both sides, not the whole partition.
+    snap = Path(verdicts["step.parity.record_parity"].details["output"]).parent / "snapshot" / "ranges.parquet"
+    ranges = pq.read_table(snap).to_pylist()
+    assert len(ranges) == 2 and all(r["source_start"] == 11 and r["source_end"] == 100 for r in ranges), ranges
+    assert all(r["target_start"] == 11 for r in ranges), ranges  # A's topic mirrored from offset 0
 
 
 class _Traffic:

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from mirrorbook.clients import Clients
+from mirrorbook.kafka.admin import Watermarks
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.parity import (ExpectedOffset, GroupBoundary, GroupSnapshot, ParitySummary, RecordRange, unchanged,
                                write_group_snapshot)
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
-from mirrorbook.runbooks.plan import TranslationPlan, managed_groups
+from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology
 
 BEFORE_KEY = "parity.groups_before"
@@ -101,30 +102,48 @@ def move_expectation(plan: TranslationPlan, via: FlowSpec) -> list[ExpectedOffse
 
 def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tuple[list[RecordRange],
                                                                                    list[GroupBoundary]]:
-    """Whole-partition ranges of the moved topics on both sides, and each group's boundary.
+    """The moved topics' ranges to compare on both sides (see `record_ranges`), and each group's boundary.
 
     Only rows translated through `via` in the forward direction (remote topic on the new cluster) —
     records of failback's back-to-origin topics are compared by the original flow's own parity.
     """
     policy = ReplicationPolicy.for_flow(via)
-    pairs: set[tuple[str, str, int]] = set()
-    boundaries = []
-    for r in plan.rows:
-        if r.source_topic == "?" or r.source_offset is None:
-            continue
-        if policy.format_remote_topic(via.source, r.source_topic) != r.target_topic:
-            continue
-        pairs.add((r.source_topic, r.target_topic, r.partition))
-        boundaries.append(GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
-                                        source_committed=r.source_offset, target_topic=r.target_topic,
-                                        target_partition=r.partition, target_offset=r.offset))
-    src_marks = clients.admin(via.source).watermarks({TP(s, p) for s, _, p in pairs})
-    dst_marks = clients.admin(via.target).watermarks({TP(t, p) for _, t, p in pairs})
-    ranges = [RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
-                          source_start=src_marks[TP(s, p)].low, source_end=src_marks[TP(s, p)].high,
-                          target_start=dst_marks[TP(t, p)].low, target_end=dst_marks[TP(t, p)].high)
-              for s, t, p in sorted(pairs)]
-    return ranges, boundaries
+    rows = [r for r in plan.rows if r.source_topic != "?" and r.source_offset is not None
+            and policy.format_remote_topic(via.source, r.source_topic) == r.target_topic]
+    boundaries = [GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
+                                source_committed=r.source_offset, target_topic=r.target_topic,
+                                target_partition=r.partition, target_offset=r.offset) for r in rows]
+    src_marks = clients.admin(via.source).watermarks({TP(r.source_topic, r.partition) for r in rows})
+    dst_marks = clients.admin(via.target).watermarks({r.target_tp for r in rows})
+    return record_ranges(rows, src_marks, dst_marks), boundaries
+
+
+def record_ranges(rows: list[PlanRow], src_marks: dict[TP, Watermarks],
+                  dst_marks: dict[TP, Watermarks]) -> list[RecordRange]:
+    """Per partition pair, from an exactly aligned point to the end on both sides.
+
+    What the moved groups will read is everything from the lowest of their positions on: where every
+    row of a pair is proven exact (the record at source C *is* the record at target T), both sides
+    start at the lowest such (C, T) — a topic holding days of data is not read whole on the cutover
+    path. Any unproven row (MM2's conservative checkpoint) leaves no exact anchor: the whole retained
+    partition is compared, as before.
+    """
+    by_pair: dict[tuple[str, str, int], list[PlanRow]] = {}
+    for r in rows:
+        by_pair.setdefault((r.source_topic, r.target_topic, r.partition), []).append(r)
+    ranges = []
+    for (s, t, p), pair_rows in sorted(by_pair.items()):
+        src, dst = src_marks[TP(s, p)], dst_marks[TP(t, p)]
+        start_s, start_t = src.low, dst.low
+        exact = [r for r in pair_rows if r.precise_offset is not None and r.offset == r.precise_offset]
+        if len(exact) == len(pair_rows):
+            anchor = min(exact, key=lambda r: (r.source_offset, r.offset))
+            if anchor.source_offset >= src.low and anchor.offset >= dst.low:
+                start_s, start_t = anchor.source_offset, anchor.offset
+        ranges.append(RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
+                                  source_start=start_s, source_end=src.high, target_start=start_t,
+                                  target_end=dst.high))
+    return ranges
 
 
 def group_snapshot(clients: Clients, out_dir: Path, expected: list[ExpectedOffset],

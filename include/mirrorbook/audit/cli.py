@@ -16,16 +16,21 @@ from mirrorbook.audit.models import AuditRecord
 from mirrorbook.audit.store import AuditStore
 
 
+def store_command(parent: argparse._SubParsersAction, name: str, helptext: str, func: Any) -> argparse.ArgumentParser:
+    """A subcommand that reads the audit store (`--url` picks which one)."""
+    sp = parent.add_parser(name, help=helptext)
+    sp.add_argument("--url", help=f"audit database URL or SQLite path (default: ${ENV_URL}, "
+                                  "else $AIRFLOW_HOME/mirrorbook/audit.db)")
+    sp.set_defaults(func=func)
+    return sp
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="the audit trail: list, show, verify, export, snapshots, unlock")
     au = p.add_subparsers(dest="audit_cmd", required=True)
 
     def common(name: str, helptext: str, func: Any) -> argparse.ArgumentParser:
-        sp = au.add_parser(name, help=helptext)
-        sp.add_argument("--url", help=f"audit database URL or SQLite path (default: ${ENV_URL}, "
-                                      "else $AIRFLOW_HOME/mirrorbook/audit.db)")
-        sp.set_defaults(func=func)
-        return sp
+        return store_command(au, name, helptext, func)
 
     ls = common("list", "events in chain order", cmd_list)
     ls.add_argument("--run-id")

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from mirrorbook.audit import Artifact, AuditStore
+from mirrorbook.audit.cli import store_command
 from mirrorbook.audit.codec import format_time
-from mirrorbook.audit.database import ENV_URL
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.reports.drill_report import ARTIFACT_KIND, load_summary, render_html
 
@@ -22,11 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     dr = p.add_subparsers(dest="drill_cmd", required=True)
 
     def common(name: str, helptext: str, func: object) -> argparse.ArgumentParser:
-        sp = dr.add_parser(name, help=helptext)
-        sp.add_argument("--url", help=f"audit database URL or SQLite path (default: ${ENV_URL}, "
-                                      "else $AIRFLOW_HOME/mirrorbook/audit.db)")
-        sp.set_defaults(func=func)
-        return sp
+        return store_command(dr, name, helptext, func)
 
     ls = common("list", "the drills with a stored report, oldest first", cmd_list)
     ls.add_argument("--json", action="store_true")

@@ -23,9 +23,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from bench_stack import throwaway_stack
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("precheck", "translate", "write_offsets", "verify", "stop_flow")
@@ -52,17 +53,10 @@ def main() -> int:
                     help="the DAG default (spark) proves the move with Spark before the flow is stopped")
     args = ap.parse_args()
 
-    from mirrorbook.devstack.config import Mm2Settings, StackSettings
-    from mirrorbook.devstack.stack import DevStack
     from mirrorbook.devstack.workload import GroupSpec, load
 
-    work = Path(tempfile.mkdtemp(prefix="mb-rto-"))
-    stack = DevStack(work / "stack")
-    mm2 = Mm2Settings(checkpoint_interval_s=5, refresh_topics_interval_s=5, refresh_groups_interval_s=5)
-    try:
-        t0 = time.monotonic()
-        stack.up(StackSettings(mm2=mm2))
-        print(f"devstack up in {time.monotonic() - t0:.1f}s")
+    with throwaway_stack("mb-rto-", checkpoint_interval_s=5, refresh_topics_interval_s=5,
+                         refresh_groups_interval_s=5) as (work, stack):
         state = stack.require()
         a = state.brokers["A"].bootstrap
         topics = [f"rto-{i}" for i in range(3)]
@@ -102,14 +96,17 @@ def main() -> int:
         tis = {ti.task_id: ti for ti in run.get_task_instances()}
         gate_s = sum((tis[t].end_date - tis[t].start_date).total_seconds() for t in GATES)
         steps: dict[str, float] = {}
+        in_app: dict[str, float] = {}  # the Spark apps' own elapsed time, from their audited verdicts
         for e in audit.events(run_id=run.run_id):
-            if e.kind == "step" and e.task_id in STEPS:
+            if e.kind != "step":
+                continue
+            if e.task_id in STEPS:
                 steps[e.task_id] = steps.get(e.task_id, 0.0) + e.details.get("duration_s", 0.0)
+            elif e.task_id in PROOFS and "elapsed_s" in e.details:
+                in_app[e.task_id] = e.details["elapsed_s"] or 0.0
         essential = gate_s + sum(steps.values())
         proofs = {t: (tis[t].end_date - tis[t].start_date).total_seconds() for t in PROOFS
                   if tis[t].end_date and tis[t].start_date}
-        in_app = {e.task_id: e.details.get("elapsed_s") or 0.0 for e in audit.events(run_id=run.run_id)
-                  if e.kind == "step" and e.task_id in PROOFS and "elapsed_s" in e.details}
         print(f"groups={rep['plan']['groups']} partitions={rep['plan']['partitions']} re-read={rep['plan']['re_read']} "
               f"skipped={rep['plan']['skipped']} methods={rep['plan']['methods']}")
         print("task durations: " + ", ".join(
@@ -125,8 +122,6 @@ def main() -> int:
         print(f"RESULT failover_essential_s={essential:.2f} s")
         print(f"RESULT failover_overhead_ratio={rep['rto_s'] / essential:.2f}")
         return 0
-    finally:
-        stack.down(purge=True)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
+
+from bench_stack import throwaway_stack
 
 ALIASES = ("C", "D", "E", "F", "G")
 COUNTED_ADMIN_CALLS = {"list_topics", "list_offsets", "list_consumer_groups", "describe_consumer_groups",
@@ -167,18 +167,13 @@ def main() -> int:
     args = ap.parse_args()
 
     from mirrorbook.audit import AuditStore
-    from mirrorbook.devstack.config import Mm2Settings, StackSettings
-    from mirrorbook.devstack.stack import DevStack
 
-    work = Path(tempfile.mkdtemp(prefix="mb-health-bench-"))
-    stack = DevStack(work / "stack")
-    mm2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2)
-    try:
+    with throwaway_stack("mb-health-bench-", checkpoint_interval_s=2, refresh_topics_interval_s=2,
+                         refresh_groups_interval_s=2) as (work, stack):
         t0 = time.monotonic()
-        stack.up(StackSettings(mm2=mm2))
         topology = build(stack)
         wait_checkpointed(topology)
-        print(f"devstack with {len(topology.flows)} flows ready in {time.monotonic() - t0:.1f}s")
+        print(f"{len(topology.flows)} flows ready in {time.monotonic() - t0:.1f}s")
         audit = AuditStore(str(work / "audit.db"))
         reads = ReadCounter()
         results = {}
@@ -199,8 +194,6 @@ def main() -> int:
         print(f"RESULT health_check_s_1={w1:.3f} s")
         print(f"RESULT health_check_s_6={w6:.3f} s")
         print(f"RESULT health_check_requests_per_flow={marginal:.1f}")
-    finally:
-        stack.down(purge=True)
     return 0
 
 

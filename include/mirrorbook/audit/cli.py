@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -29,9 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="the audit trail: list, show, verify, export, snapshots, unlock")
     au = p.add_subparsers(dest="audit_cmd", required=True)
 
-    def common(name: str, helptext: str, func: Any) -> argparse.ArgumentParser:
-        return store_command(au, name, helptext, func)
-
+    common = functools.partial(store_command, au)
     ls = common("list", "events in chain order", cmd_list)
     ls.add_argument("--run-id")
     ls.add_argument("--flow")

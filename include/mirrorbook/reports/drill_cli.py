@@ -21,12 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("drill", help="DR drill reports: list, report")
     dr = p.add_subparsers(dest="drill_cmd", required=True)
 
-    def common(name: str, helptext: str, func: object) -> argparse.ArgumentParser:
-        return store_command(dr, name, helptext, func)
-
-    ls = common("list", "the drills with a stored report, oldest first", cmd_list)
+    ls = store_command(dr, "list", "the drills with a stored report, oldest first", cmd_list)
     ls.add_argument("--json", action="store_true")
-    rp = common("report", "write a drill's HTML report to a file", cmd_report)
+    rp = store_command(dr, "report", "write a drill's HTML report to a file", cmd_report)
     rp.add_argument("run_id")
     rp.add_argument("--out", required=True, help="the HTML file to write")
 

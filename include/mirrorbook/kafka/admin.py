@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 # Group states in which nobody consumes: offsets may be written (Kafka's own rule for resets).
 INACTIVE_STATES = {"EMPTY", "DEAD", "UNKNOWN_ABSENT"}
 _TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_AVAILABLE", "NOT_COORDINATOR",
-              "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "_TIMED_OUT"}
+              "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "_TIMED_OUT",
+              # right after a broker restart its metadata can trail the client's (Kafka: retriable)
+              "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH"}
 
 
 class KafkaAdminError(MirrorbookError):

@@ -8,7 +8,6 @@ without Airflow (and are what devstack writes).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mirrorbook.errors import MirrorbookError, Refused
+from mirrorbook.patterns import compile_whole_id
 
 CONNECTOR_CLASSES = {
     "source": "MirrorSourceConnector",
@@ -31,6 +31,14 @@ class UnknownFlow(Refused):
 
 class TopologyError(MirrorbookError):
     pass
+
+
+def _pattern(value: str) -> str:
+    try:
+        compile_whole_id(value, "groups")
+    except Refused as exc:  # pydantic reports ValueErrors with the field's location
+        raise ValueError(exc.message) from None
+    return value
 
 
 class _Strict(BaseModel):
@@ -68,6 +76,11 @@ class FlowSpec(_Strict):
     separator: str = "."
     groups: str | None = Field(default=None, description="managed consumer groups (regex); default: topology.groups")
 
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: str | None) -> str | None:
+        return _pattern(v) if v is not None else v
+
     @model_validator(mode="after")
     def _default_connector_names(self) -> "FlowSpec":
         if self.connectors is None:
@@ -93,8 +106,7 @@ class Topology(_Strict):
     @field_validator("groups")
     @classmethod
     def _regex(cls, v: str) -> str:
-        re.compile(v)
-        return v
+        return _pattern(v)
 
     @model_validator(mode="after")
     def _references(self) -> "Topology":

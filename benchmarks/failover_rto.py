@@ -29,7 +29,7 @@ from pathlib import Path
 from bench_stack import throwaway_stack
 
 REPO = Path(__file__).resolve().parents[1]
-STEPS = ("precheck", "translate", "write_offsets", "verify", "stop_flow")
+STEPS = ("precheck", "translate_offsets", "write_offsets", "read_back_offsets", "stop_flow")
 GATES = ("wait_groups_inactive", "wait_replication_drained")
 PROOFS = ("group_parity", "record_parity")
 

@@ -16,9 +16,8 @@ reached A but never B before the outage — the consumers did not see them on B 
 them on A; decide what to replay.
 """
 
-from airflow.sdk import DAG
+from mirrorbook.airflow.dags import move_tasks, runbook_dag
+from mirrorbook.runbooks.params import FailbackParams
 
-from mirrorbook.airflow.dags import move_params, move_tasks, runbook_dag_kwargs, topology_or_none
-
-with DAG(**runbook_dag_kwargs("mm2_failback", __doc__, move_params(topology_or_none(), "failback"))):
-    move_tasks("failback")
+with runbook_dag("mm2_failback", FailbackParams, __doc__):
+    move_tasks(FailbackParams, "failback")

@@ -25,16 +25,15 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
-from mirrorbook.airflow.dags import choice_param
+from mirrorbook.airflow.forms import form
 from mirrorbook.airflow.notifiers import MirrorbookAlertNotifier
 from mirrorbook.airflow.operators.health import HEALTH_XCOM_KEY, HealthCheckOperator
-from mirrorbook.runbooks.health import FLOW_STATES, HealthParams
+from mirrorbook.runbooks.health import HealthParams
 
 SCHEDULE_ENV = "MIRRORBOOK_HEALTH_SCHEDULE"
 schedule = os.environ.get(SCHEDULE_ENV, "*/5 * * * *").strip()
-defaults = HealthParams()
 
 with DAG(
     dag_id="mm2_health_check",
@@ -44,25 +43,9 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(minutes=10),
-    render_template_as_native_obj=True,
     tags=["mirrorbook", "health", "kafka", "mm2"],
     default_args={"owner": "mirrorbook", "retries": 0},
-    params={
-        "flows": Param(defaults.flows, type="string", title="Flows (regex)",
-                       description="whole-name regex of the flows to check, e.g. A->B; default: all"),
-        "restart_failed": Param(defaults.restart_failed, type="boolean", title="Restart FAILED connectors/tasks",
-                                description="restart FAILED connectors and FAILED tasks (audited); paused or "
-                                            "stopped connectors are never touched"),
-        "required_state": choice_param(defaults.required_state, FLOW_STATES, "Required state",
-                                       "the KIP-1144 state every checked flow must be in"),
-        "max_lag": Param(defaults.max_lag, type="integer", minimum=0, title="Max lag (records)",
-                         description="per partition"),
-        "max_heartbeat_age_s": Param(defaults.max_heartbeat_age_s, type="number", exclusiveMinimum=0,
-                                     title="Max heartbeat age (s)"),
-        "max_checkpoint_age_s": Param(defaults.max_checkpoint_age_s, type="number", exclusiveMinimum=0,
-                                      title="Max checkpoint staleness (s)",
-                                      description="how long a group may stay committed past its newest checkpoint"),
-    },
+    params=form(HealthParams, None),
 ) as dag:
     HealthCheckOperator(task_id="check_flows",
                         on_failure_callback=[MirrorbookAlertNotifier(details_key=HEALTH_XCOM_KEY)])

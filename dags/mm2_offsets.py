@@ -10,7 +10,10 @@ Strimzi proposal 083 semantics on one of the flow's connectors (source, checkpoi
   `{"offsets": [{"partition": {"cluster": "A", "topic": "orders", "partition": 0}, "offset": {"offset": 41}}]}`.
   The body is validated before anything is sent (keys, types, offset >= 0 or null; checkpoint and
   heartbeat offsets must be exactly 0).
-* **reset** — deletes the connector's offsets (the source connector then re-reads from the start).
+* **reset** — deletes the connector's offsets. For the **source** connector that means MM2 re-copies
+  every retained record of the flow's topics from the start on its next run: **duplicates on the
+  target** (consumers there read them again). An **alter** to a lower offset re-copies too; to a
+  higher one, the records in between are never copied. The form and the plan say so beside each call.
 * **restore** — re-applies a snapshot (`snapshot_id`, e.g. the one taken before an alter) exactly.
 
 Changes need a **STOPPED** connector. A running or paused one is refused — unless `stop_first`, in
@@ -21,35 +24,14 @@ a Spark job then judges the connector's offsets as read back (while STOPPED) aga
 and proves that no consumer group of the flow moved on either cluster.
 """
 
-from airflow.sdk import DAG, Param
-
-from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_chain,
-                                     runbook_dag_kwargs, topology_or_none)
+from mirrorbook.airflow.dags import runbook_chain, runbook_dag
 from mirrorbook.airflow.operators.offsets import ConnectorOffsetsOperator
 from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
-from mirrorbook.runbooks.params import OFFSETS_ACTIONS
+from mirrorbook.runbooks.params import OffsetsParams as P
 
-DRY = "{{ params.dry_run }}"
-params = {
-    "flow": flow_param(topology_or_none()),
-    "connector": choice_param("source", ("source", "checkpoint", "heartbeat"), "Connector",
-                              "which of the flow's MM2 connectors",
-                              {"source": "MirrorSourceConnector", "checkpoint": "MirrorCheckpointConnector",
-                               "heartbeat": "MirrorHeartbeatConnector"}),
-    "action": choice_param("list", OFFSETS_ACTIONS, "Action", "list | alter | reset | restore"),
-    "offsets": Param(None, type=["null", "object", "string"], title="Offsets (alter)",
-                     description='KIP-875 body for alter: {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}'),
-    "stop_first": Param(False, type="boolean", title="Stop first",
-                        description="stop the connector for the change, then restore its previous state"),
-    "snapshot_id": Param(None, type=["null", "string"], title="Snapshot id (restore)",
-                         description="snapshot to re-apply, from `mirrorbook audit snapshots`"),
-    "parity": parity_param(),
-    "dry_run": dry_run_param(),
-}
-
-with DAG(**runbook_dag_kwargs("mm2_offsets", __doc__, params)):
-    runbook_chain("offsets", [
-        CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY),
-        ConnectorOffsetsOperator(task_id="apply", dry_run=DRY),
-        ParitySparkSubmitOperator(task_id="group_parity", check="offsets", action="{{ params.action }}"),
+with runbook_dag("mm2_offsets", P, __doc__):
+    runbook_chain(P, [
+        CaptureGroupOffsetsOperator(task_id="capture_group_offsets", params_model=P),
+        ConnectorOffsetsOperator(task_id="apply", params_model=P),
+        ParitySparkSubmitOperator(task_id="group_parity", check="offsets", params_model=P),
     ])

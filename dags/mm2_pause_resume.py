@@ -14,31 +14,16 @@ until the Kafka Connect status shows it (`STOPPED` means the connector has no ta
 Every step and every call is in the audit trail: `mirrorbook audit list --run-id <run id>`.
 """
 
-from airflow.sdk import DAG
-
-from mirrorbook.airflow.dags import (choice_param, dry_run_param, flow_param, parity_param, runbook_chain,
-                                     runbook_dag_kwargs, topology_or_none)
+from mirrorbook.airflow.dags import runbook_chain, runbook_dag
 from mirrorbook.airflow.operators.connectors import ConnectorStateOperator
 from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
 from mirrorbook.airflow.sensors.connect import ConnectorStateSensor
-from mirrorbook.runbooks.params import CONNECTOR_SELECTIONS, PAUSE_RESUME_ACTIONS
+from mirrorbook.runbooks.params import PauseResumeParams as P
 
-DRY = "{{ params.dry_run }}"
-params = {
-    "flow": flow_param(topology_or_none()),
-    "action": choice_param("pause", PAUSE_RESUME_ACTIONS, "Action",
-                           "pause: tasks stay assigned, paused; resume: back to RUNNING; stop: no tasks at all "
-                           "(required before offsets can be changed)"),
-    "connectors": choice_param("all", CONNECTOR_SELECTIONS, "Connectors",
-                               "all three of the flow's connectors, or only one of them"),
-    "parity": parity_param(),
-    "dry_run": dry_run_param(),
-}
-
-with DAG(**runbook_dag_kwargs("mm2_pause_resume", __doc__, params)):
-    runbook_chain("pause_resume", [
-        CaptureGroupOffsetsOperator(task_id="capture_group_offsets", dry_run=DRY),
-        ConnectorStateOperator(task_id="apply", dry_run=DRY),
-        ConnectorStateSensor(task_id="wait_for_state", dry_run=DRY),
-        ParitySparkSubmitOperator(task_id="group_parity", check="unchanged"),
+with runbook_dag("mm2_pause_resume", P, __doc__):
+    runbook_chain(P, [
+        CaptureGroupOffsetsOperator(task_id="capture_group_offsets", params_model=P),
+        ConnectorStateOperator(task_id="apply", params_model=P),
+        ConnectorStateSensor(task_id="wait_for_state", params_model=P),
+        ParitySparkSubmitOperator(task_id="group_parity", check="unchanged", params_model=P),
     ])

@@ -20,3 +20,10 @@ class Refused(MirrorbookError):
 
     Retrying cannot help; runbooks record these as "refused" and fail the task at once.
     """
+
+
+class Verdict(MirrorbookError):
+    """A check ran and found the state wrong (a failed proof, a read-back that differs from the plan).
+
+    Final: running the same deterministic check again cannot change the answer, so it is never retried.
+    """

@@ -21,8 +21,14 @@ _OPTIONS.log_errors = False   # RE2 would log the whole pattern to stderr: an un
 _OPTIONS.max_mem = 8 << 20    # a compiled program larger than this is refused, not built
 
 
+HINT = ("patterns are matched in linear time (RE2 syntax): no backreferences or look-around; the whole id "
+        "must match, as in MM2's `groups` setting")
+
+
 class InvalidPattern(Refused):
-    pass
+    def __init__(self, message: str, hint: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.reason = reason or message  # what is wrong, without echoing the pattern
 
 
 @lru_cache(maxsize=256)
@@ -36,13 +42,18 @@ def compile_whole_id(pattern: str, what: str = "groups") -> "re2._Regexp":
         raise InvalidPattern(f"`{what}` must be a regular expression (a string), got {shown(pattern)}")
     if len(pattern) > PATTERN_MAX:
         raise InputTooLarge(f"`{what}` is {len(pattern)} characters long; the limit for a pattern is {PATTERN_MAX}")
+
     try:
         return _compile(pattern)
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise InvalidPattern(f"`{what}` {shown(pattern)} is not a regular expression mirrorbook accepts: {reason}",
-                             "patterns are matched in linear time (RE2 syntax): no backreferences or "
-                             "look-around; the whole id must match, as in MM2's `groups` setting")
+                             HINT, reason=f"not a regular expression mirrorbook accepts: {reason} ({HINT})")
+
+
+def reason(exc: Refused) -> str:
+    """What is wrong with a refused pattern, without echoing it (for messages that name the field already)."""
+    return exc.reason if isinstance(exc, InvalidPattern) else exc.message
 
 
 def whole_id_matcher(pattern: str, what: str = "groups") -> Callable[[str], bool]:

@@ -15,7 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mirrorbook.errors import MirrorbookError, Refused
-from mirrorbook.patterns import compile_whole_id
+from mirrorbook.bounds import shown
+from mirrorbook.patterns import compile_whole_id, reason
 
 CONNECTOR_CLASSES = {
     "source": "MirrorSourceConnector",
@@ -37,7 +38,7 @@ def _pattern(value: str) -> str:
     try:
         compile_whole_id(value, "groups")
     except Refused as exc:  # pydantic reports ValueErrors with the field's location
-        raise ValueError(exc.message) from None
+        raise ValueError(reason(exc)) from None
     return value
 
 
@@ -130,7 +131,7 @@ class Topology(_Strict):
         for f in self.flows:
             if f.name == name:
                 return f
-        raise UnknownFlow(f"Unknown flow {name!r}; the topology defines: {', '.join(self.flow_names()) or 'none'}",
+        raise UnknownFlow(f"Unknown flow {shown(name)}; the topology defines: {', '.join(self.flow_names()) or 'none'}",
                           "pick one of those, or add the flow to the topology file")
 
     def reverse_of(self, flow: FlowSpec) -> FlowSpec | None:

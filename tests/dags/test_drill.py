@@ -67,7 +67,7 @@ def test_a_drill_fails_over_the_canary_with_zero_skipped_reports_it_and_restores
     assert [p for p in summary["lag_timeline"] if p["source"] == "dr_drill"]
     steps = [s["step"] for s in summary["steps"]]
     for step in ("drill.canary", "failover.precheck", "drill.wait_drained", "failover.translate",
-                 "failover.write_offsets", "failover.verify", "connector.stop (source)", "drill.resume_on_b",
+                 "failover.write_offsets", "failover.verify", "connector.stop (source)", "drill.resume_on_target",
                  "connector.resume (source)", "drill.cleanup"):
         assert step in steps
     assert summary["cutover_at"] < summary["resumed_at"]

@@ -131,7 +131,7 @@ def test_dry_run_alter_plans_and_changes_nothing(run_dag, mirrored, connect_b_ur
 
 
 @pytest.mark.parametrize("overrides,needle", [
-    ({"flow": "Q->Z"}, "Unknown flow 'Q->Z'"),
+    ({"flow": "Q->Z"}, 'Unknown flow "Q->Z"'),
     ({"action": "alter", "offsets": "{\"offsets\": [ {"}, "not valid JSON"),
     ({"action": "alter", "offsets": {"offsets": [{"partition": {"topic": "t", "partition": 0},
                                                   "offset": {"offset": 1}}]}}, "missing the 'cluster' key"),

@@ -88,6 +88,19 @@ def test_unknown_flow_fails_first_task_without_any_call(run_dag, dag_scratch, co
     assert run.mutating_calls() == 0
 
 
+def test_a_misspelled_dry_run_is_refused_before_any_call(run_dag, dag_scratch, connect_b_url, use_topology):
+    before = states(connect_b_url, dag_scratch.flow)
+    with FaultProxy(connect_b_url) as proxy:
+        use_topology(dag_scratch.topology, connect_url=proxy.url)
+        run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "dryrun": True})
+    assert run.state == "failed"
+    tis = run.task_states()
+    assert tis["validate_params"] == "failed" and tis["apply"] == "upstream_failed"
+    assert "unknown parameter \"dryrun\" — did you mean 'dry_run'?" in run.failure()
+    assert [c for c in proxy.calls() if c.method != "GET"] == []
+    assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
+
+
 def test_second_runbook_on_a_locked_flow_is_refused(run_dag, dag_scratch, connect_b_url, audit, use_topology):
     holder = LockHolder(run_id="manual__other-run", dag_id="mm2_offsets", user="alice")
     audit.acquire_lock(dag_scratch.flow.name, holder)

@@ -157,7 +157,7 @@ def test_translate_cli_prints_both_modes(scenario, devstack, capsys):
     table = run("--mode", "precise")
     assert "aligned" in table and "precise re-reads 0 and skips 0" in table
     assert cli.main(["translate", "--flow", "A->C", "--topology", topology]) == 2
-    assert "Unknown flow 'A->C'" in capsys.readouterr().err
+    assert 'Unknown flow "A->C"' in capsys.readouterr().err
     # The installed entry point, end to end, in JSON.
     out = subprocess.run([sys.executable, "-m", "mirrorbook.cli", *args, "--mode", "precise", "--json"],
                          capture_output=True, text=True, timeout=120)

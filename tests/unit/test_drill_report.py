@@ -85,7 +85,7 @@ def test_the_report_is_self_contained_html_with_the_figures(tmp_path: Path):
     assert "PASSED" in html and "3.00 s" in html and html.count("<svg") == 3
     assert "<script" not in html and "src=" not in html and "href=" not in html  # nothing fetched
     assert load_summary(json_path) == _summary()
-    failed = render_html(_summary(ok=False, problems=["drill.resume_on_b: 2 record(s) skipped <g0>"]), "x.json")
+    failed = render_html(_summary(ok=False, problems=["drill.resume_on_target: 2 record(s) skipped <g0>"]), "x.json")
     assert "FAILED" in failed and "2 record(s) skipped &lt;g0&gt;" in failed
 
 

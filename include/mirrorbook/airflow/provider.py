@@ -10,6 +10,8 @@ from typing import Any
 import mirrorbook
 
 CONNECT_CONN_TYPE = "kafka_connect"
+# Every module of mirrorbook.airflow.operators that defines operators (tests/unit/test_provider.py checks it).
+OPERATOR_MODULES = ("connectors", "drill", "health", "move", "offsets", "parity", "runbook")
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -22,13 +24,12 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [{"integration-name": "Kafka Connect",
                    "python-modules": ["mirrorbook.airflow.hooks.connect", "mirrorbook.airflow.hooks.mirrorbook"]}],
         "operators": [{"integration-name": "Kafka Connect",
-                       "python-modules": ["mirrorbook.airflow.operators.connectors",
-                                          "mirrorbook.airflow.operators.offsets",
-                                          "mirrorbook.airflow.operators.runbook"]}],
+                       "python-modules": [f"mirrorbook.airflow.operators.{m}" for m in OPERATOR_MODULES]}],
         "sensors": [{"integration-name": "Kafka Connect",
                      "python-modules": ["mirrorbook.airflow.sensors.connect", "mirrorbook.airflow.sensors.kafka"]}],
         "triggers": [{"integration-name": "Kafka Connect",
                       "python-modules": ["mirrorbook.airflow.triggers.connect", "mirrorbook.airflow.triggers.kafka"]}],
+        "notifications": ["mirrorbook.airflow.notifiers.MirrorbookAlertNotifier"],
         "connection-types": [
             {
                 "hook-class-name": "mirrorbook.airflow.hooks.connect.KafkaConnectHook",

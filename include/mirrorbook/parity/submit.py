@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.parity.collector import GroupSnapshot, RecordSnapshot
 
 DEFAULT_MASTER = "local[*]"
@@ -40,7 +40,7 @@ class SparkJobError(MirrorbookError):
     """The parity job did not produce a verdict (Spark missing, crash, bad input)."""
 
 
-class ParityFailed(MirrorbookError):
+class ParityFailed(Verdict):
     """The parity job ran and found offsets or records that are not where they must be."""
 
     def __init__(self, summary: "ParitySummary") -> None:

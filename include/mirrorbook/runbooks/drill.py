@@ -11,7 +11,7 @@ steps, the consumers resumed on the target, and proof by sequence numbers. One f
    That moment is the cutover.
 2. precheck, 3. wait_drained (the canary topics), 4. translate, 5. write_offsets, 6. verify,
    7. stop_flow — `runbooks.move` / `runbooks.failover` functions, with the groups of this run only.
-8. resume_on_b — the same groups consume the remote topics on B from the written offsets to B's end.
+8. resume_on_target — the same groups consume the remote topics on B from the written offsets to B's end.
    re-read = records read on B the group had already read on A; skipped = records after its position
    on A that it never read on B (must be 0). RTO = cutover -> every group consuming on B.
 9. restore — `restore_after` (default): the flow is started again if it was running before the drill
@@ -32,7 +32,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field
 
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
@@ -46,7 +46,7 @@ from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
 from mirrorbook.runbooks.engine import GateRefused, Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
-from mirrorbook.runbooks.params import FailoverParams, _bool, parse
+from mirrorbook.runbooks.params import FailoverParams, FlowParams, parse
 from mirrorbook.topology import FlowSpec, Topology
 
 DRILL_SOURCE = "dr_drill"
@@ -60,45 +60,38 @@ class DrillFailed(MirrorbookError):
     pass
 
 
-class DrillParams(BaseModel):
+WAIT_MAX_S = 3600  # the longest of each of the drill's own waits a form accepts
+
+
+class DrillParams(FlowParams):
     """The dr_drill form."""
 
-    model_config = ConfigDict(extra="forbid")
-    flow: str
-    translation: Literal["precise", "mm2"] = "precise"
-    topics: int = Field(2, ge=1, le=20)
-    partitions: int = Field(3, ge=1, le=64)
-    groups: int = Field(2, ge=1, le=20)
-    rate: float = Field(200.0, gt=0, le=50_000, description="canary records per second, over all partitions")
-    produce_s: float = Field(10.0, ge=1, le=3600)
-    steady_max_lag: int | None = Field(None, ge=0, description="default: one second of production")
-    steady_timeout_s: float = Field(120.0, gt=0)
-    drain_timeout: int = Field(300, ge=0)
-    max_lag: int = Field(0, ge=0)
-    resume_timeout_s: float = Field(120.0, gt=0)
-    sample_interval_s: float = Field(1.0, gt=0)
-    restore_after: bool = True
-    cleanup: bool = True
-    topic_prefix: str = Field("mirrorbook-drill", pattern=r"^[A-Za-z0-9._-]{1,100}$")
-
-    _flow_spec: FlowSpec | None = None
-
-    @field_validator("restore_after", "cleanup", mode="before")
-    @classmethod
-    def _flags(cls, v: Any) -> Any:
-        return _bool(v)
-
-    @property
-    def flow_spec(self) -> FlowSpec:
-        assert self._flow_spec is not None, "validated against a topology first"
-        return self._flow_spec
+    translation: Literal["precise", "mm2"] = Field(
+        "precise", title="Offset translation",
+        description="precise: the exact next record, proven by content; mm2: MM2's checkpoints")
+    topics: int = Field(2, ge=1, le=20, title="Canary topics")
+    partitions: int = Field(3, ge=1, le=64, title="Partitions per canary topic")
+    groups: int = Field(2, ge=1, le=20, title="Canary consumer groups")
+    rate: float = Field(200.0, gt=0, le=50_000, title="Records per second",
+                        description="canary records per second, over all partitions")
+    produce_s: float = Field(10.0, ge=1, le=WAIT_MAX_S, title="Produce for (s)")
+    steady_max_lag: int | None = Field(None, ge=0, title="Steady when at most (records) behind",
+                                       description="canary records on the source not yet on the target; "
+                                                   "empty: one second of production")
+    steady_timeout_s: float = Field(120.0, gt=0, le=WAIT_MAX_S, title="Steady timeout (s)")
+    drain_timeout: int = Field(300, ge=0, le=WAIT_MAX_S, title="Drain timeout (s)")
+    max_lag: int = Field(0, ge=0, title="Max lag when drained (records)")
+    resume_timeout_s: float = Field(120.0, gt=0, le=WAIT_MAX_S, title="Resume timeout (s)")
+    sample_interval_s: float = Field(1.0, gt=0, le=60, title="Lag sample interval (s)")
+    restore_after: bool = Field(True, title="Restore the flow afterwards",
+                                description="start the flow again once the drill is over")
+    cleanup: bool = Field(True, title="Delete the drill's groups afterwards")
+    topic_prefix: str = Field("mirrorbook-drill", pattern=r"^[A-Za-z0-9._-]{1,100}$", title="Canary topic prefix",
+                              description="must be replicated by the flow")
 
     @property
     def steady_lag(self) -> int:
         return self.steady_max_lag if self.steady_max_lag is not None else max(1, math.ceil(self.rate))
-
-    def check(self, topology: Topology) -> None:
-        self._flow_spec = topology.flow(self.flow)
 
     # -- names: fixed canary topics, per-run groups (every task derives them from the run id) --------
     def canary_topics(self) -> list[str]:
@@ -368,7 +361,7 @@ def resume_on_target(rb: Runbook, clients: Clients, topology: Topology, params: 
     canary = _require_canary(rb)
     flow, plan = params.flow_spec, moves.load_plan(rb)
     policy = ReplicationPolicy.for_flow(flow)
-    with rb.step("drill.resume_on_b", flow.name) as step:
+    with rb.step("drill.resume_on_target", flow.name) as step:
         remote = {TP.parse(t): TP(policy.format_remote_topic(flow.source, TP.parse(t).topic), TP.parse(t).partition)
                   for t in canary.start}
         admin = clients.admin(flow.target)
@@ -525,7 +518,7 @@ def report(rb: Runbook, clients: Clients, topology: Topology, params: DrillParam
 
 STEPS: dict[str, Callable[[Runbook, Clients, Topology, DrillParams], dict[str, Any]]] = {
     "canary": run_canary, "precheck": precheck, "wait_drained": wait_drained, "translate": translate,
-    "write_offsets": write_offsets, "verify": verify, "stop_flow": stop_flow, "resume_on_b": resume_on_target,
+    "write_offsets": write_offsets, "verify": verify, "stop_flow": stop_flow, "resume_on_target": resume_on_target,
     "restore": restore, "report": report,
 }
 

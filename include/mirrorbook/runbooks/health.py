@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import struct
 import threading
 import time
@@ -40,9 +39,10 @@ from typing import Any, Awaitable, Callable, Iterable, Literal, TypeVar
 
 from confluent_kafka import Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from mirrorbook.audit import AuditStore, MetricsSample
+from mirrorbook.bounds import shown
 from mirrorbook.clients import Clients
 from mirrorbook.connect import AsyncConnectClient, ConnectClient
 from mirrorbook.errors import MirrorbookError
@@ -54,11 +54,12 @@ from mirrorbook.mm2.internal_topics import (checkpoint_value_ok, decode_checkpoi
                                             decode_heartbeat)
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher, replication_hops
+from mirrorbook.patterns import whole_id_matcher
 from mirrorbook.runbooks import lock
 from mirrorbook.runbooks.checks import drain_lag
 from mirrorbook.runbooks.connectors import set_connector_state
 from mirrorbook.runbooks.engine import GateRefused, Runbook
-from mirrorbook.runbooks.params import InvalidParams, _bool
+from mirrorbook.runbooks.params import FormParams, InvalidParams
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS
 from mirrorbook.topology import FlowSpec, Topology
 
@@ -68,22 +69,23 @@ FLOW_STATES = tuple(s.value for s in FlowState)
 T = TypeVar("T")
 
 
-class HealthParams(BaseModel):
+class HealthParams(FormParams):
     """The health check's form (and the scheduled run's defaults)."""
 
-    model_config = ConfigDict(extra="forbid")
-    flows: str = Field(".*", description="whole-name regex of the flows to check")
-    restart_failed: bool = False
-    required_state: Literal["REPLICATING", "CONCERNING", "NOT_REPLICATING", "DISABLED"] = "REPLICATING"
-    max_lag: int = Field(10_000, ge=0)
-    max_heartbeat_age_s: float = Field(120.0, gt=0)
-    max_checkpoint_age_s: float = Field(600.0, gt=0)
-    restart_timeout_s: float = Field(60.0, gt=0)
-
-    @field_validator("restart_failed", mode="before")
-    @classmethod
-    def _restart(cls, v: Any) -> Any:
-        return _bool(v)
+    flows: str = Field(".*", title="Flows (regex)",
+                       description="whole-name regex of the flows to check, e.g. A->B; default: all")
+    restart_failed: bool = Field(False, title="Restart FAILED connectors/tasks",
+                                 description="restart FAILED connectors and FAILED tasks (audited); paused or "
+                                             "stopped connectors are never touched")
+    required_state: Literal["REPLICATING", "CONCERNING", "NOT_REPLICATING", "DISABLED"] = Field(
+        "REPLICATING", title="Required state", description="the KIP-1144 state every checked flow must be in")
+    max_lag: int = Field(10_000, ge=0, title="Max lag (records)", description="per partition")
+    max_heartbeat_age_s: float = Field(120.0, gt=0, title="Max heartbeat age (s)")
+    max_checkpoint_age_s: float = Field(600.0, gt=0, title="Max checkpoint staleness (s)",
+                                        description="how long a group may stay committed past its newest "
+                                                    "checkpoint")
+    restart_timeout_s: float = Field(60.0, gt=0, le=600, title="Restart timeout (s)",
+                                     description="how long a restarted connector may take to be RUNNING again")
 
     @field_validator("flows", mode="before")
     @classmethod
@@ -98,13 +100,10 @@ class HealthParams(BaseModel):
         self.select(topology)
 
     def select(self, topology: Topology) -> list[FlowSpec]:
-        try:
-            pattern = re.compile(self.flows)
-        except re.error as exc:
-            raise InvalidParams(f"`flows` is not a valid regular expression: {exc}")
-        chosen = [f for f in topology.flows if pattern.fullmatch(f.name)]
+        matches = whole_id_matcher(self.flows, "flows")
+        chosen = [f for f in topology.flows if matches(f.name)]
         if not chosen:
-            raise InvalidParams(f"`flows` {self.flows!r} matches no flow; the topology defines: "
+            raise InvalidParams(f"`flows` {shown(self.flows)} matches no flow; the topology defines: "
                                 f"{', '.join(topology.flow_names()) or 'none'}")
         return chosen
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from mirrorbook.clients import Clients
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import flow_status
@@ -36,7 +36,7 @@ PLAN_KEY = "plan"
 PING_TIMEOUT_S = 5.0
 
 
-class VerifyFailed(MirrorbookError):
+class VerifyFailed(Verdict):
     pass
 
 
@@ -71,6 +71,11 @@ def failback_move(params: FailbackParams, topology: Topology) -> Move:
     reverse = topology.reverse_of(flow)
     assert reverse is not None
     return Move("failback", flow, reverse, flow.target, flow.source, params, params.groups_regex(topology))
+
+
+def move_for(params: FailoverParams | FailbackParams, topology: Topology) -> Move:
+    """The move a runbook's validated parameters describe (their model says which direction)."""
+    return failback_move(params, topology) if isinstance(params, FailbackParams) else failover_move(params, topology)
 
 
 def _now() -> datetime:

@@ -15,7 +15,7 @@ from typing import Any
 from mirrorbook.connect.client import ConnectClient, Endpoints
 from mirrorbook.connect.models import ConnectorOffsets, OffsetEntry
 from mirrorbook.connect.wait import reached, wait_for
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import Verdict
 from mirrorbook.runbooks.connectors import TARGET_ACTION, connector_state
 from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
 from mirrorbook.runbooks.files import artifacts_dir
@@ -26,7 +26,7 @@ SNAPSHOT_KIND = "connector-offsets"
 RESET = "reset"
 
 
-class OffsetsVerifyFailed(MirrorbookError):
+class OffsetsVerifyFailed(Verdict):
     pass
 
 
@@ -111,7 +111,8 @@ def load_snapshot_offsets(rb: Runbook, snapshot_id: str, connector: str) -> Conn
 
 def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str, action: str, *,
                    requested: ConnectorOffsets | None = None, snapshot_id: str | None = None,
-                   stop_first: bool = False, timeout_s: float = 120.0) -> StepOutcome:
+                   stop_first: bool = False, timeout_s: float = 120.0, effect: str | None = None) -> StepOutcome:
+    """`effect`: what the change does to replication, stated in the plan and the audit beside each call."""
     name = flow.connector(role)
     resume_key = f"offsets.{name}.state_before_stop"
     with rb.step(f"offsets.{action}", flow.name) as step:
@@ -119,43 +120,47 @@ def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str
         current = client.get_offsets(name)
         snapshot = load_snapshot_offsets(rb, snapshot_id, name) if action == "restore" else None
         step.observe({**connector_state(status), "partitions": len(current.offsets)})
-        step.note(connector=name, role=role, stop_first=stop_first, restore_from=snapshot_id)
+        step.note(connector=name, role=role, stop_first=stop_first, restore_from=snapshot_id, effect=effect)
         change = plan_change(action, current, requested, snapshot)
         # A retry of this run may find the connector stopped by its previous attempt: honour the state it had.
         previous = rb.progress_get(resume_key) or status.connector.state
-        if change is None:
-            step.note(reason="offsets already as requested")
-            _restore_state(rb, step, client, name, previous, status.connector.state, timeout_s)
-            rb.progress_set(resume_key, None)
-            step.settle(connector_state(client.status(name)) if not rb.dry_run else step.outcome.before)
-            return step.outcome
-
         stopped = reached(status, "STOPPED")
-        if not stopped and not stop_first:
-            raise GateRefused(
-                f"Connector {name} is {status.connector.state}: it must be STOPPED before its offsets can be "
-                f"changed (KIP-875). Nothing was changed.",
-                "stop the flow first (mm2_pause_resume action=stop), or re-run with stop_first=true")
-        step.snapshot(SNAPSHOT_KIND, name, {"connector": name, "role": role, "state": status.connector.state,
-                                            **current.sorted().to_body()}, note=f"before offsets.{action}")
-        if not stopped:
+        state_now = status.connector.state  # as planned, in a dry run
+        if change is not None and not stopped:
+            if not stop_first:
+                raise GateRefused(
+                    f"Connector {name} is {status.connector.state}: it must be STOPPED before its offsets can be "
+                    f"changed (KIP-875). Nothing was changed.",
+                    "stop the flow first (mm2_pause_resume action=stop), or re-run with stop_first=true")
             rb.progress_set(resume_key, previous)
             step.connect(client, Endpoints.stop(name), action="connector.stop",
                          precondition=f"{name} is {status.summary()}; offsets change needs STOPPED (stop_first)")
+            state_now = "STOPPED"
             if not rb.dry_run:
                 wait_for(client, name, "STOPPED", timeout_s=timeout_s)
-        precondition = f"{name} is STOPPED" if stopped else f"{name} will be STOPPED by the previous call"
-        if change == RESET:
-            step.connect(client, Endpoints.reset_offsets(name), action="offsets.reset", precondition=precondition)
+                # A running connector moved its offsets until it stopped: decide on what is there now.
+                current = client.get_offsets(name)
+                change = plan_change(action, current, requested, snapshot)
+        if change is None:
+            step.note(reason="offsets already as requested")
         else:
-            step.connect(client, Endpoints.alter_offsets(name, change), action=f"offsets.{action}",
+            # Snapshot exactly what is about to be overwritten: the STOPPED connector's offsets.
+            step.snapshot(SNAPSHOT_KIND, name, {"connector": name, "role": role, "state": status.connector.state,
+                                                **current.sorted().to_body()}, note=f"before offsets.{action}")
+            precondition = (f"{name} is STOPPED" if stopped or not rb.dry_run else
+                            f"{name} will be STOPPED by the previous call")
+            if effect:
+                precondition += f"; effect on replication: {effect}"
+            call = (Endpoints.reset_offsets(name) if change == RESET else Endpoints.alter_offsets(name, change))
+            step.connect(client, call, action="offsets.reset" if change == RESET else f"offsets.{action}",
                          precondition=precondition)
-        if not rb.dry_run:
-            expected = _expected_after(action, current, change, snapshot)
-            keep_connector_offsets(rb, flow, name, expected, _verify(client, name, expected))
-        _restore_state(rb, step, client, name, previous, "STOPPED", timeout_s)
+            if not rb.dry_run:
+                expected = _expected_after(action, current, change, snapshot)
+                keep_connector_offsets(rb, flow, name, expected, _verify(client, name, expected))
+        _restore_state(rb, step, client, name, previous, state_now, timeout_s)
         rb.progress_set(resume_key, None)
-        step.settle(connector_state(client.status(name)) if not rb.dry_run else {"planned": True})
+        step.settle(connector_state(client.status(name)) if not rb.dry_run else
+                    ({"planned": True} if change is not None else step.outcome.before))
     return step.outcome
 
 

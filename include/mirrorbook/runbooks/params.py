@@ -1,55 +1,70 @@
-"""Runbook parameters: one pydantic model per runbook, validated before anything is called.
+"""Runbook parameters: one pydantic model per runbook, the boundary every way in passes.
 
-The DAG forms are built from the same models' choices, so what the UI offers and what the runbook
-accepts cannot drift. Every error names the parameter and what would be accepted.
+DAG params (the trigger form or the REST API's `conf`), the plugin's API and the CLI all go through
+`parse`, before anything is called:
+1. sizes first (`mirrorbook.bounds`): a 1 MB string or a body nested 100,000 levels deep is refused,
+   naming the parameter and the limit, before any parser or regex engine sees it;
+2. every key must be one the runbook knows — a misspelled `dryrun` is refused with "did you mean
+   'dry_run'?", never ignored (ignoring it once turned a dry run into a real pause);
+3. the model validates types, choices and bounds; 4. `check` validates against the topology.
+Every value echoed in a message is bounded (`shown`). The DAG forms are generated from these same
+models (mirrorbook.airflow.forms), so what the UI offers and what the runbook accepts cannot drift.
+`preflight` holds the checks that need the audit store or a cluster (run once, by validate_params).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
-import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Mapping, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from mirrorbook.audit.errors import SnapshotNotFound
+from mirrorbook.bounds import PARAM_LIMITS, Limits, shown
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
 from mirrorbook.mm2.offsets import validate_offsets
-from mirrorbook.topology import FlowSpec, Topology
+from mirrorbook.patterns import compile_whole_id, reason
+from mirrorbook.topology import CONNECTOR_CLASSES, ConnectorRole, FlowSpec, Topology
 
-Role = Literal["source", "checkpoint", "heartbeat"]
-PAUSE_RESUME_ACTIONS = ("pause", "resume", "stop")
-CONNECTOR_SELECTIONS = ("all", "source", "checkpoint", "heartbeat")
-OFFSETS_ACTIONS = ("list", "alter", "reset", "restore")
-FAILOVER_MODES = ("planned", "unplanned")
-TRANSLATIONS = ("precise", "mm2")
+# An offsets body is the one parameter that is large by nature: one entry per partition.
+OFFSETS_LIMITS = Limits(max_string=5_000_000, max_depth=6, max_items=200_000, max_bytes=5_000_000)
+MAX_WAIT_S = 86_400  # the longest gate wait a form accepts (a day); task timeouts are derived from it
 
 
 class InvalidParams(Refused):
     pass
 
 
-def _bool(v: Any) -> Any:
-    if isinstance(v, str):
-        low = v.strip().lower()
-        if low in ("true", "1", "yes"):
-            return True
-        if low in ("false", "0", "no", ""):
-            return False
-    return v
+class Preflight(Protocol):
+    """What `preflight` may consult: the audit store and the clusters (read-only)."""
+
+    audit: Any
+    clients: Any
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    flow: str
-    dry_run: bool = False
+class FormParams(BaseModel):
+    """A runbook's form. Field order is the form's order; titles and descriptions are the form's."""
+
+    # Messages never carry the raw input (it may be huge): `parse` echoes it bounded.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    # Per-field size limits where a field needs more room than PARAM_LIMITS gives.
+    limits: ClassVar[dict[str, Limits]] = {}
+
+    def check(self, topology: Topology) -> None:
+        """Checks against the topology (cheap: every task runs them)."""
+
+    def preflight(self, context: Preflight) -> list[str]:
+        """Checks that need the audit store or a cluster, run once before anything changes.
+        Raises InvalidParams for what makes the run impossible; returns warnings for the plan."""
+        return []
+
+
+class FlowParams(FormParams):
+    flow: str = Field(title="Flow", description="The replication flow, SOURCE->TARGET")
 
     _flow_spec: FlowSpec | None = None
-
-    @field_validator("dry_run", mode="before")
-    @classmethod
-    def _dry(cls, v: Any) -> Any:
-        return _bool(v)
 
     @property
     def flow_spec(self) -> FlowSpec:
@@ -60,97 +75,186 @@ class _Params(BaseModel):
         self._flow_spec = topology.flow(self.flow)
 
 
-class PauseResumeParams(_Params):
-    action: Literal["pause", "resume", "stop"]
-    connectors: Literal["all", "source", "checkpoint", "heartbeat"] = "all"
+class ChangeParams(FlowParams):
+    """A runbook that changes something: it can be dry-run (the form shows this right after the flow)."""
 
-    @property
-    def target(self) -> str:
-        return {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}[self.action]
+    dry_run: bool = Field(False, title="Dry run",
+                          description="Only show the plan — every call it would make, with the precondition it "
+                                      "checked — and change nothing")
 
 
-class OffsetsParams(_Params):
-    connector: Role = "source"
-    action: Literal["list", "alter", "reset", "restore"] = "list"
-    offsets: Any = None
-    stop_first: bool = False
-    snapshot_id: str | None = None
+Parity = Literal["spark", "off"]
+PARITY_FIELD = Field("spark", title="Parity proof",
+                     description="spark: after each change, a Spark job proves where offsets (and records) are; "
+                                 "off: only the step's own read-back")
+
+
+def _blank_to_none(v: Any) -> Any:
+    return None if isinstance(v, str) and not v.strip() else v
+
+
+class PauseResumeParams(ChangeParams):
+    """mm2_pause_resume: pause, resume or stop a flow's connectors."""
+
+    action: Literal["pause", "resume", "stop"] = Field(
+        "pause", title="Action",
+        description="pause: tasks stay assigned, paused; resume: back to RUNNING; stop: no tasks at all "
+                    "(required before offsets can be changed)")
+    connectors: Literal["all", "source", "checkpoint", "heartbeat"] = Field(
+        "all", title="Connectors", description="all three of the flow's connectors, or only one of them",
+        json_schema_extra={"values_display": {"all": "all three", **CONNECTOR_CLASSES}})
+    parity: Parity = PARITY_FIELD
+
+
+OFFSETS_EFFECTS = {
+    "source": "the MirrorSourceConnector resumes each partition after its offset: a LOWER offset re-copies records "
+              "already on the target (duplicates there), a HIGHER one never copies the records in between; a reset "
+              "re-copies every retained record from the start (duplicates on the target)",
+    "checkpoint": "the MirrorCheckpointConnector's offsets are only bookkeeping (always 0): a reset makes it "
+                  "re-emit checkpoints; consumer groups are not moved",
+    "heartbeat": "the MirrorHeartbeatConnector's offsets are only bookkeeping (always 0): harmless",
+}
+
+
+class OffsetsParams(ChangeParams):
+    """mm2_offsets: list, alter, reset or restore one of a flow's connectors' offsets (Strimzi proposal 083)."""
+
+    limits: ClassVar[dict[str, Limits]] = {"offsets": OFFSETS_LIMITS}
+
+    connector: ConnectorRole = Field("source", title="Connector", description="which of the flow's MM2 connectors",
+                                     json_schema_extra={"values_display": CONNECTOR_CLASSES})
+    action: Literal["list", "alter", "reset", "restore"] = Field(
+        "list", title="Action",
+        description="list: read and keep them (a snapshot you can restore); alter: apply `offsets`; reset: delete "
+                    "them; restore: re-apply a snapshot. What a change does to replication: "
+                    + "; ".join(f"{role} — {text}" for role, text in OFFSETS_EFFECTS.items()))
+    offsets: dict[str, Any] | str | None = Field(
+        None, title="Offsets (alter)",
+        description='KIP-875 body for alter: {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}')
+    stop_first: bool = Field(False, title="Stop first",
+                             description="stop the connector for the change, then restore its previous state")
+    snapshot_id: str | None = Field(None, title="Snapshot id (restore)",
+                                    description="the snapshot to re-apply, from `mirrorbook audit snapshots`")
+    parity: Parity = PARITY_FIELD
 
     _parsed: ConnectorOffsets | None = None
 
-    @field_validator("stop_first", mode="before")
-    @classmethod
-    def _stop(cls, v: Any) -> Any:
-        return _bool(v)
-
-    @field_validator("snapshot_id", mode="before")
+    @field_validator("snapshot_id", "offsets", mode="before")
     @classmethod
     def _blank(cls, v: Any) -> Any:
-        return None if isinstance(v, str) and not v.strip() else v
+        return _blank_to_none(v)
 
     @property
     def parsed_offsets(self) -> ConnectorOffsets | None:
+        """The validated KIP-875 body of an alter (parsed once, by `check`)."""
         return self._parsed
+
+    @property
+    def effect(self) -> str:
+        return OFFSETS_EFFECTS[self.connector]
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
         if self.action == "alter":
-            if self.offsets in (None, "", {}):
+            if self.offsets in (None, {}):
                 raise InvalidParams("action=alter needs `offsets`: a KIP-875 body "
                                     '{"offsets": [{"partition": {...}, "offset": {"offset": N}}]}',
                                     "list the current offsets first (action=list) and edit that JSON")
             self._parsed = validate_offsets(self.connector, self.offsets, self.flow_spec)
-        elif self.offsets not in (None, "", {}):
+        elif self.offsets is not None:
             raise InvalidParams(f"`offsets` is only used by action=alter, not action={self.action}")
         if self.action == "restore" and not self.snapshot_id:
             raise InvalidParams("action=restore needs `snapshot_id` (the snapshot taken before a change)",
                                 "find it with `mirrorbook audit snapshots --flow <flow>`")
+        if self.action != "restore" and self.snapshot_id:
+            raise InvalidParams(f"`snapshot_id` is only used by action=restore, not action={self.action}")
+
+    def preflight(self, context: Preflight) -> list[str]:
+        if self.action == "restore":
+            check_snapshot(context.audit, self.flow_spec, self.flow_spec.connector(self.connector), self.snapshot_id)
+        return []
 
 
-class _MoveGroupsParams(_Params):
+SNAPSHOT_KIND = "connector-offsets"
+
+
+def check_snapshot(audit: Any, flow: FlowSpec, connector: str, snapshot_id: str | None) -> None:
+    """The snapshot exists and holds this connector's offsets; otherwise name the flow's latest ones."""
+    mine = [s for s in audit.snapshots(flow=flow.name, kind=SNAPSHOT_KIND) if s.subject == connector]
+    latest = ", ".join(f"{s.snapshot_id} ({s.note or s.kind}, {s.created_at:%Y-%m-%d %H:%M:%S})"
+                       for s in reversed(mine[-5:])) or "none"
+    try:
+        snap = audit.snapshot(snapshot_id)
+    except SnapshotNotFound:
+        raise InvalidParams(f"No snapshot {shown(snapshot_id)} in the audit store; the latest snapshots of "
+                            f"{connector} are: {latest}", "mirrorbook audit snapshots --flow " + flow.name) from None
+    if snap.kind != SNAPSHOT_KIND or snap.subject != connector:
+        raise InvalidParams(f"Snapshot {shown(snapshot_id)} holds {snap.kind} of {shown(snap.subject)}, not the "
+                            f"offsets of connector {connector}; its latest snapshots are: {latest}")
+
+
+Mode = Literal["planned", "unplanned"]
+
+
+class MoveParams(ChangeParams):
     """What failover and failback share: how groups are chosen, translated and gated."""
 
-    mode: Literal["planned", "unplanned"] = "planned"
-    groups: str | None = None  # regex; default: the topology's managed groups for the flow
-    translation: Literal["mm2", "precise"] = "precise"
-    drain_timeout: int = 600
-    max_lag: int = 0
+    mode: Mode = Field("planned", title="Mode",
+                       description="planned: the cluster being left is up — stop consumers, drain, then switch; "
+                                   "unplanned: it is gone — switch from the other cluster alone")
+    translation: Literal["auto", "precise", "mm2"] = Field(
+        "auto", title="Offset translation", validate_default=True,
+        description="auto: precise when planned, mm2 when unplanned; precise: the exact next record, proven by "
+                    "content (needs the cluster being left, so planned only); mm2: MM2's checkpoints")
+    groups: str | None = Field(None, title="Consumer groups (regex)",
+                               description="whole-id regex of the groups to move; empty: the topology's managed "
+                                           "groups for the flow")
+    drain_timeout: int = Field(600, ge=0, le=MAX_WAIT_S, title="Drain timeout (s)",
+                               description="how long a planned move waits for inactive groups and drained "
+                                           "replication")
+    max_lag: int = Field(0, ge=0, title="Max lag (records)",
+                         description="replication counts as drained when every partition is within this many "
+                                     "records")
+    allow_skips: bool = Field(False, title="Allow skipped records",
+                              description="a plan in which some group would start AFTER records it has not read is "
+                                          "refused unless this is set (the plan names them and counts the records)")
 
     @field_validator("groups", mode="before")
     @classmethod
-    def _groups(cls, v: Any) -> Any:
-        return None if isinstance(v, str) and not v.strip() else v
+    def _blank(cls, v: Any) -> Any:
+        return _blank_to_none(v)
 
-    @field_validator("drain_timeout", "max_lag")
+    @field_validator("groups")
     @classmethod
-    def _non_negative(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError("must be >= 0")
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                compile_whole_id(v, "groups")
+            except Refused as exc:
+                raise ValueError(reason(exc)) from None
+        return v
+
+    @field_validator("translation")
+    @classmethod
+    def _translation(cls, v: str, info: ValidationInfo) -> str:
+        mode = info.data.get("mode", "planned")
+        if v == "auto":
+            return "precise" if mode == "planned" else "mm2"
+        if mode == "unplanned" and v == "precise":
+            raise ValueError("precise reads records on the cluster being left, which an unplanned move cannot "
+                             "rely on; use translation=mm2 (or auto) with mode=unplanned")
         return v
 
     def groups_regex(self, topology: Topology) -> str:
         return self.groups or topology.managed_groups(self.flow_spec)
 
-    def check(self, topology: Topology) -> None:
-        super().check(topology)
-        try:
-            re.compile(self.groups_regex(topology))
-        except re.error as exc:
-            raise InvalidParams(f"`groups` is not a valid regular expression: {exc}")
-        if self.mode == "unplanned" and self.translation == "precise":
-            raise InvalidParams("translation=precise reads records on the cluster being left, which an unplanned "
-                                "move cannot rely on", "use translation=mm2 with mode=unplanned")
 
-
-class FailoverParams(_MoveGroupsParams):
+class FailoverParams(MoveParams):
     """mm2_failover: move the flow's managed consumer groups from its source to its target."""
 
-    start_reverse_flow: bool = False
-
-    @field_validator("start_reverse_flow", mode="before")
-    @classmethod
-    def _rev(cls, v: Any) -> Any:
-        return _bool(v)
+    start_reverse_flow: bool = Field(False, title="Start the reverse flow",
+                                     description="start TARGET->SOURCE afterwards, ready for a later failback")
+    parity: Parity = PARITY_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -159,16 +263,13 @@ class FailoverParams(_MoveGroupsParams):
                                 f"{self.flow_spec.target}->{self.flow_spec.source}")
 
 
-class FailbackParams(_MoveGroupsParams):
+class FailbackParams(MoveParams):
     """mm2_failback: `flow` is the flow that was failed over (e.g. A->B); its groups move back from its
     target to its source, through the reverse flow (B->A), which is stopped afterwards."""
 
-    restart_flow: bool = True  # resume the original flow (A->B) once the groups are back
-
-    @field_validator("restart_flow", mode="before")
-    @classmethod
-    def _restart(cls, v: Any) -> Any:
-        return _bool(v)
+    restart_flow: bool = Field(True, title="Restart the original flow",
+                               description="resume SOURCE->TARGET once the groups are back on SOURCE")
+    parity: Parity = PARITY_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -177,26 +278,70 @@ class FailbackParams(_MoveGroupsParams):
                                 f"{self.flow_spec.source} in the topology")
 
 
-def parse(model: type[_Params], raw: dict[str, Any], topology: Topology) -> Any:
-    """Validate `raw` (DAG params or CLI args) into `model`, checked against the topology."""
+# -- parsing ----------------------------------------------------------------------------------------
+
+def refuse_unknown(model: type[FormParams], keys: Any) -> None:
+    """Every key must be a parameter of the runbook: a misspelling is refused, never ignored."""
+    known = list(model.model_fields)
+    unknown = []
+    for key in keys:
+        if key in model.model_fields:
+            continue
+        text = key if isinstance(key, str) else str(key)
+        close = difflib.get_close_matches(text.lower(), known, n=1, cutoff=0.6) if len(text) <= 100 else []
+        unknown.append(f"unknown parameter {shown(key)}" + (f" — did you mean {close[0]!r}?" if close else ""))
+    if unknown:
+        shown_ = unknown[:5] + ([f"and {len(unknown) - 5} more"] if len(unknown) > 5 else [])
+        raise InvalidParams("; ".join(shown_), f"the parameters of this runbook are: {', '.join(known)}")
+
+
+def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
+    for key, value in raw.items():
+        if isinstance(key, str) and len(key) > PARAM_LIMITS.max_string:
+            raise InvalidParams(f"a parameter name is {len(key)} characters long; the limit is "
+                                f"{PARAM_LIMITS.max_string}")
+        limits = model.limits.get(key, PARAM_LIMITS)
+        if isinstance(value, (str, bytes)) and key in model.limits:
+            limits.check_text(key, value)
+        limits.check(key, value)
+
+
+def parse(model: type[FormParams], raw: Mapping[str, Any], topology: Topology) -> Any:
+    """Validate `raw` (DAG params, an API body, CLI args) into `model`, checked against the topology."""
+    if not isinstance(raw, Mapping):
+        raise InvalidParams(f"parameters must be a JSON object, got {shown(raw)}")
+    check_sizes(model, raw)
+    refuse_unknown(model, raw.keys())
     try:
-        params = model.model_validate({k: v for k, v in raw.items() if k in model.model_fields})
+        params = model.model_validate(dict(raw))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "params"
-        allowed = _allowed(model, field)
-        raise InvalidParams(f"Invalid parameter `{field}`: {first['msg']}"
-                            + (f" (got {json.dumps(first.get('input'), default=str)})" if "input" in first else ""),
-                            f"accepted values: {allowed}" if allowed else None)
+        raise invalid(model, exc, raw) from None
     params.check(topology)
     return params
 
 
-def _allowed(model: type[_Params], field: str) -> str | None:
-    info = model.model_fields.get(field)
-    if info is None:
-        return None
-    args = getattr(info.annotation, "__args__", None)
-    if args and all(isinstance(a, str) for a in args):
-        return ", ".join(args)
-    return None
+def invalid(model: type[BaseModel], exc: ValidationError, raw: Mapping[str, Any]) -> InvalidParams:
+    """The first error, naming the parameter, the value (bounded) and what is accepted."""
+    first = exc.errors(include_input=False)[0]
+    loc = [str(p) for p in first["loc"]]
+    field = loc[0] if loc else "params"
+    msg = first["msg"].removeprefix("Value error, ")
+    got = f" (got {shown(raw[field])})" if field in raw else ""
+    allowed = accepted_values(model, field)
+    return InvalidParams(f"Invalid parameter `{'.'.join(loc) or 'params'}`: {msg}{got}",
+                         f"accepted values: {', '.join(allowed)}" if allowed else None)
+
+
+def accepted_values(model: type[BaseModel], field: str) -> list[str]:
+    prop = model.model_json_schema().get("properties", {}).get(field, {})
+    return [json.dumps(v) if not isinstance(v, str) else v for v in prop.get("enum", [])]
+
+
+# The runbook DAGs and the model each one's form is generated from (the drill and the health check keep
+# their models beside their logic: runbooks/drill.py, runbooks/health).
+RUNBOOKS: dict[str, type[FormParams]] = {
+    "mm2_pause_resume": PauseResumeParams,
+    "mm2_offsets": OffsetsParams,
+    "mm2_failover": FailoverParams,
+    "mm2_failback": FailbackParams,
+}

@@ -1,28 +1,35 @@
-"""The base of every mirrorbook operator: cheap constructor, work in `execute`, clear failures."""
+"""The one convention every mirrorbook task follows, operators and sensors alike.
+
+- Parameters arrive one way: the DAG run's `context["params"]`, validated once per task by the
+  runbook's pydantic model (`params_model`), and used in that validated form (no templated copies).
+- The hook (topology, clients, audit store) is built once per task and reused (a sensor's pokes too).
+- Failures that no retry can fix — bad input, a refused gate, a final verdict — fail the task for good
+  (`AirflowFailException`); everything else may be retried.
+- Every task has an `execution_timeout` derived from its own deadlines (`deadline_s`), so no runaway
+  task holds a flow lock.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cached_property
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
 from mirrorbook.audit import AuditStore
-from mirrorbook.errors import MirrorbookError, Refused
+from mirrorbook.errors import MirrorbookError, Refused, Verdict
 from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.runbooks.params import FormParams, parse
 from mirrorbook.topology import TopologyError
 
 T = TypeVar("T")
-# Failures that no retry can fix: bad input, a refused gate. They fail the task at once.
-FINAL = (Refused, TopologyError)
 
 
-def as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+# Failures that no retry can fix. They fail the task at once, with their precise message.
+FINAL = (Refused, TopologyError, Verdict)
 
 
 def run_info(context: Any, task_id: str) -> RunInfo:
@@ -41,18 +48,24 @@ def guarded(fn: Callable[[], T]) -> T:
         raise RuntimeError(str(exc)) from exc
 
 
-class MirrorbookBaseOperator(BaseOperator):
-    """Common fields: the flow, dry_run, and where the topology lives."""
+class RunbookTask:
+    """Mixin for BaseOperator and BaseSensorOperator subclasses: the convention above."""
 
-    template_fields: tuple[str, ...] = ("flow", "dry_run")
     ui_color = "#e8f1fb"
+    # The longest one execution of this task may take: its own waits and deadlines, plus a margin.
+    deadline_s: ClassVar[float] = 300.0
 
-    def __init__(self, *, flow: str = "{{ params.flow }}", dry_run: Any = False, topology_path: str | None = None,
+    def __init__(self, *, params_model: type[FormParams], topology_path: str | None = None,
                  **kwargs: Any) -> None:
+        kwargs.setdefault("execution_timeout", timedelta(seconds=self.task_deadline_s(kwargs)))
         super().__init__(**kwargs)
-        self.flow = flow
-        self.dry_run = dry_run
+        self.params_model = params_model
         self.topology_path = topology_path
+        self._parsed: Any = None
+
+    def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
+        """`deadline_s` unless a task's deadline depends on how it is configured (its step, its waits)."""
+        return self.deadline_s
 
     @cached_property
     def hook(self) -> MirrorbookHook:
@@ -61,12 +74,29 @@ class MirrorbookBaseOperator(BaseOperator):
     def audit(self) -> AuditStore:
         return self.hook.audit()
 
-    def runbook(self, context: Any) -> Runbook:
-        return Runbook(run_info(context, self.task_id), self.audit(), dry_run=as_bool(self.dry_run))
+    def runbook_params(self, context: Any) -> Any:
+        """The run's parameters, validated by the runbook's model (once per task)."""
+        if self._parsed is None:
+            self._parsed = guarded(lambda: parse(self.params_model, context["params"], self.hook.topology))
+        return self._parsed
+
+    def runbook(self, context: Any, dry_run: bool | None = None) -> Runbook:
+        if dry_run is None:
+            dry_run = bool(getattr(self.runbook_params(context), "dry_run", False))
+        return Runbook(run_info(context, self.task_id), self.audit(), dry_run=dry_run)  # type: ignore[attr-defined]
 
     def log_outcomes(self, rb: Runbook) -> dict[str, Any]:
         for o in rb.outcomes:
-            self.log.info("%s on %s: %s (%d mutation(s))", o.step, o.flow, o.result, o.mutations)
+            self.log.info("%s on %s: %s (%d mutation(s))", o.step, o.flow, o.result, o.mutations)  # type: ignore
             for p in o.planned:
-                self.log.info("  [dry run] would %s", p.describe())
+                self.log.info("  [dry run] would %s", p.describe())  # type: ignore[attr-defined]
         return rb.summary()
+
+
+class MirrorbookBaseOperator(RunbookTask, BaseOperator):
+    """The base of every mirrorbook operator: cheap constructor, work in `execute`, clear failures."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Defined here (not only inherited from the mixin) so that Airflow's metaclass wraps it: it wraps
+        # an __init__ only where a class defines one, and BaseOperator's bookkeeping expects that wrapper.
+        super().__init__(**kwargs)

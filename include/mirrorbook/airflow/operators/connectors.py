@@ -7,29 +7,28 @@ from typing import Any
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks.connectors import ACTION_TARGET, set_flow_state
 
+WAIT_S = 120.0  # per connector
+
 
 class ConnectorStateOperator(MirrorbookBaseOperator):
     """Moves the selected connectors toward the action's state; acts only where Connect is not there yet.
 
     With `wait=False` it only issues the calls (a `ConnectorStateSensor` then waits, deferring);
-    with `wait=True` it waits inline up to `timeout`.
+    with `wait=True` it waits inline up to `timeout` per connector.
     """
 
-    template_fields = ("flow", "dry_run", "action", "connectors")
-
-    def __init__(self, *, action: str = "{{ params.action }}", connectors: str = "{{ params.connectors }}",
-                 wait: bool = False, timeout: float = 120.0, **kwargs: Any) -> None:
+    def __init__(self, *, wait: bool = False, timeout: float = WAIT_S, **kwargs: Any) -> None:
+        self.wait, self.timeout = wait, timeout
         super().__init__(**kwargs)
-        self.action = action
-        self.connectors = connectors
-        self.wait = wait
-        self.timeout = timeout
+
+    def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
+        return 3 * self.timeout + 60 if self.wait else 120.0
 
     def execute(self, context: Any) -> dict[str, Any]:
+        params = self.runbook_params(context)
         rb = self.runbook(context)
-        flow = guarded(lambda: self.hook.topology.flow(self.flow))
-        target = ACTION_TARGET[self.action]
+        flow = params.flow_spec
         with self.hook.clients.connect(flow) as client:
-            guarded(lambda: set_flow_state(rb, client, flow, self.connectors, target, wait=self.wait,
-                                           timeout_s=self.timeout))
+            guarded(lambda: set_flow_state(rb, client, flow, params.connectors, ACTION_TARGET[params.action],
+                                           wait=self.wait, timeout_s=self.timeout))
         return self.log_outcomes(rb)

@@ -5,40 +5,35 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from airflow.sdk import BaseOperator
-
-from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver, MirrorbookHook
-from mirrorbook.airflow.operators.base import guarded, run_info
+from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks import drill
-from mirrorbook.runbooks.engine import Runbook
-from mirrorbook.runbooks.params import parse
+
+MARGIN_S = 300.0
+# Each step's own deadline, from the longest waits the drill's form accepts (DrillParams' bounds).
+STEP_DEADLINES = {"canary": 2 * drill.WAIT_MAX_S, "wait_drained": drill.WAIT_MAX_S,
+                  "resume_on_target": drill.WAIT_MAX_S}
 
 
-class DrillOperator(BaseOperator):
+class DrillOperator(MirrorbookBaseOperator):
     """Runs `step` of the drill (see mirrorbook.runbooks.drill) with the DAG run's parameters."""
 
     ui_color = "#fdf1e3"
 
-    def __init__(self, *, step: str, topology_path: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if step not in drill.STEPS and step != "validate":
-            raise ValueError(f"step must be one of validate, {', '.join(drill.STEPS)}")
-        self.step, self.topology_path = step, topology_path
+    def __init__(self, *, step: str, **kwargs: Any) -> None:
+        if step not in drill.STEPS:
+            raise ValueError(f"step must be one of {', '.join(drill.STEPS)}")
+        self.step = step
+        super().__init__(params_model=drill.DrillParams, **kwargs)
+
+    def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
+        return STEP_DEADLINES.get(self.step, 600.0) + MARGIN_S
 
     def execute(self, context: Any) -> dict[str, Any]:
-        hook = MirrorbookHook(self.topology_path)
-        topology = guarded(lambda: hook.topology)
-        rb = Runbook(run_info(context, self.task_id), hook.audit())
-        raw = dict(context["params"])
-        if self.step == "validate":
-            with rb.step("params.validate", str(raw.get("flow"))) as step:
-                params = guarded(lambda: parse(drill.DrillParams, raw, topology))
-                step.note(runbook="dr_drill", params=params.model_dump(mode="json"))
-            return params.model_dump(mode="json")
-        params = guarded(lambda: parse(drill.DrillParams, raw, topology))
+        params = self.runbook_params(context)
+        rb = self.runbook(context)
         # Connections resolved up front: the drill's producer/consumer threads never talk to Airflow.
-        clients = asyncio.run(AsyncAirflowResolver(topology).aclients())
-        out = guarded(lambda: drill.STEPS[self.step](rb, clients, topology, params))
-        for o in rb.outcomes:
-            self.log.info("%s on %s: %s (%d mutation(s))", o.step, o.flow, o.result, o.mutations)
+        clients = asyncio.run(AsyncAirflowResolver(self.hook.topology).aclients())
+        out = guarded(lambda: drill.STEPS[self.step](rb, clients, self.hook.topology, params))
+        self.log_outcomes(rb)
         return out

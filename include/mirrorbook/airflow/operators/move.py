@@ -6,37 +6,40 @@ import json
 from datetime import datetime
 from typing import Any
 
-from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks import failback, failover, move as moves
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
-from mirrorbook.runbooks.params import FailbackParams, FailoverParams, parse
 
-STEPS = ("precheck", "translate", "write_offsets", "verify", "stop_flow", "start_other_flow", "report")
+# Each step's own deadline (s): its waits (a connector stop waits up to 120 s, three connectors) and
+# its reads (precise translation at a thousand groups), plus a margin.
+STEP_DEADLINES = {"precheck": 300, "translate": 1800, "write_offsets": 900, "verify": 300, "stop_flow": 600,
+                  "start_other_flow": 600, "report": 600}
+STEPS = tuple(STEP_DEADLINES)
 
 
 class GroupMoveOperator(MirrorbookBaseOperator):
-    """Runs `step` of a `direction` ("failover" | "failback") with the DAG run's parameters."""
+    """Runs `step` of mm2_failover or mm2_failback (the direction follows the runbook's parameters)."""
 
-    template_fields = ()
-
-    def __init__(self, *, direction: str, step: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, step: str, **kwargs: Any) -> None:
         if step not in STEPS:
             raise ValueError(f"step must be one of {STEPS}")
-        self.direction, self.step = direction, step
+        self.step = step
+        super().__init__(**kwargs)
+
+    def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
+        return float(STEP_DEADLINES[self.step])
 
     def execute(self, context: Any) -> Any:
         return guarded(lambda: self._run(context))
 
     def _run(self, context: Any) -> Any:
         topology = self.hook.topology
-        model = FailoverParams if self.direction == "failover" else FailbackParams
-        params = parse(model, dict(context["params"]), topology)
-        move = (moves.failover_move if self.direction == "failover" else moves.failback_move)(params, topology)
-        rb = Runbook(run_info(context, self.task_id), self.audit(), dry_run=params.dry_run)
+        params = self.runbook_params(context)
+        move = moves.move_for(params, topology)
+        rb = self.runbook(context)
         clients = self.hook.clients
-        compute = failover.compute_plan if self.direction == "failover" else failback.compute_plan
+        compute = failover.compute_plan if move.direction == "failover" else failback.compute_plan
         if self.step == "precheck":
             moves.precheck(rb, clients, move)
         elif self.step == "translate":
@@ -55,9 +58,9 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         return self.log_outcomes(rb)
 
     def _start_other(self, rb: Runbook, clients: Any, move: moves.Move, params: Any, topology: Any) -> None:
-        if self.direction == "failover" and params.start_reverse_flow:
+        if move.direction == "failover" and params.start_reverse_flow:
             moves.start_flow(rb, clients, topology.reverse_of(move.flow))
-        elif self.direction == "failback" and params.restart_flow:
+        elif move.direction == "failback" and params.restart_flow:
             moves.start_flow(rb, clients, move.flow)
         else:
             self.log.info("not requested: the other direction is left as it is")
@@ -66,9 +69,9 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         kept = rb.progress_get(moves.PLAN_KEY)
         plan = moves.TranslationPlan.model_validate(kept) if kept else None
         extra: dict[str, Any] = {}
-        if self.direction == "failover" and not move.planned and not rb.dry_run:
+        if move.direction == "failover" and not move.planned and not rb.dry_run:
             extra["rpo"] = failover.rpo_estimate(rb.audit, clients, move.flow)
-        if self.direction == "failback" and not rb.dry_run:
+        if move.direction == "failback" and not rb.dry_run:
             extra["divergence"] = failback.divergence(clients, move.flow)
         from mirrorbook.runbooks.report import run_report
 
@@ -79,10 +82,10 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         text = failover.render_report(report)
         for line in (text + "\n" + run["text"]).splitlines():
             self.log.info("%s", line)
-        path = artifacts_dir() / f"{self.direction}-{safe_name(rb.info.run_id)}.json"
+        path = artifacts_dir() / f"{move.direction}-{safe_name(rb.info.run_id)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2, default=str))
-        rb.audit.record_artifact(f"{self.direction}-report", rb.info.run_id, str(path),
+        rb.audit.record_artifact(f"{move.direction}-report", rb.info.run_id, str(path),
                                  {k: report.get(k) for k in ("rto_s", "plan", "rpo", "divergence", "flow", "mode")})
         return {k: v for k, v in report.items() if k != "rows"} | {"report_path": str(path)}
 

@@ -18,13 +18,13 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
-from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, as_bool, guarded, run_info
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, RunbookTask, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
 from mirrorbook.parity.submit import local_env
 from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import Runbook
-from mirrorbook.runbooks.move import load_plan
+from mirrorbook.runbooks.move import load_plan, move_for
 from mirrorbook.topology import FlowSpec
 
 SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
@@ -35,49 +35,41 @@ CHECKS = ("unchanged", "offsets", "move")
 class CaptureGroupOffsetsOperator(MirrorbookBaseOperator):
     """Before a connector change: where the flow's managed groups are committed, on both clusters."""
 
-    template_fields = ("flow", "dry_run", "parity")
-
-    def __init__(self, *, parity: Any = "{{ params.parity }}", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.parity = parity
-
     def execute(self, context: Any) -> dict[str, Any]:
+        params = self.runbook_params(context)
         rb = self.runbook(context)
         topology = self.hook.topology
-        flow = guarded(lambda: topology.flow(self.flow))
+        flow = params.flow_spec
         with rb.step("parity.capture", flow.name) as step:
-            if self.parity == "off" or rb.dry_run:
-                step.note(reason="parity off" if self.parity == "off" else "dry run")
+            if params.parity == "off" or rb.dry_run:
+                step.note(reason="parity off" if params.parity == "off" else "dry run")
             else:
                 step.settle({"groups": parity.capture_groups(rb, self.hook.clients, topology, flow)})
         return self.log_outcomes(rb)
 
 
-class ParitySparkSubmitOperator(SparkSubmitOperator):
-    template_fields = (*SparkSubmitOperator.template_fields, "flow", "parity", "dry_run", "mode", "action")
+class ParitySparkSubmitOperator(RunbookTask, SparkSubmitOperator):
+    deadline_s = 3600.0
 
-    def __init__(self, *, check: str, app: str = "group_parity", direction: str = "failover",
-                 flow: str = "{{ params.flow }}", parity: Any = "{{ params.parity }}",
-                 dry_run: Any = "{{ params.dry_run }}", mode: Any = None, action: Any = None,
-                 topology_path: str | None = None, conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
+    def __init__(self, *, check: str, app: str = "group_parity", conn_id: str = SPARK_CONN_ID,
+                 **kwargs: Any) -> None:
         if check not in CHECKS:
             raise ValueError(f"check must be one of {CHECKS}")
         super().__init__(application="", conn_id=conn_id, name=f"mirrorbook-{app}", **kwargs)
-        self.check, self.app, self.direction = check, app, direction
-        self.flow, self.parity, self.dry_run, self.mode, self.action = flow, parity, dry_run, mode, action
-        self.topology_path = topology_path
+        self.check, self.app = check, app
 
     def execute(self, context: Any) -> Any:
-        hook = MirrorbookHook(self.topology_path)
-        rb = Runbook(run_info(context, self.task_id), hook.audit(), dry_run=as_bool(self.dry_run))
-        flow = guarded(lambda: hook.topology.flow(self.flow))
-        reason = self._skip_reason(rb)
+        hook = self.hook
+        params = self.runbook_params(context)
+        rb = self.runbook(context)
+        flow = params.flow_spec
+        reason = self._skip_reason(rb, params)
         if reason:
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped=reason)
             self.log.info("parity not run: %s", reason)
             return {"skipped": reason}
-        spec = guarded(lambda: self._spec(rb, hook, flow))
+        spec = guarded(lambda: self._spec(rb, hook, flow, params))
         if spec is None:
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
@@ -95,18 +87,18 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
 
-    def _skip_reason(self, rb: Runbook) -> str | None:
-        if self.parity == "off":
+    def _skip_reason(self, rb: Runbook, params: Any) -> str | None:
+        if params.parity == "off":
             return "parity=off"
         if rb.dry_run:
             return "dry run: nothing changed"
-        if self.action == "list":
+        if getattr(params, "action", None) == "list":
             return "action=list changes nothing"
-        if self.app == "record_parity" and self.mode == "unplanned":
+        if self.app == "record_parity" and params.mode == "unplanned":
             return "unplanned: the source cluster cannot be read"
         return None
 
-    def _spec(self, rb: Runbook, hook: MirrorbookHook, flow: FlowSpec) -> SparkSubmitSpec | None:
+    def _spec(self, rb: Runbook, hook: MirrorbookHook, flow: FlowSpec, params: Any) -> SparkSubmitSpec | None:
         out = parity.workdir(rb, self.task_id)
         clients = hook.clients
         if self.check in ("unchanged", "offsets"):
@@ -119,7 +111,7 @@ class ParitySparkSubmitOperator(SparkSubmitOperator):
                 return None
             return group_parity_job(parity.group_snapshot(clients, out / "snapshot", expected, extra), out)
         plan = load_plan(rb)
-        via = flow if self.direction == "failover" else hook.topology.reverse_of(flow) or flow
+        via = move_for(params, hook.topology).via
         if self.app == "group_parity":
             return group_parity_job(parity.group_snapshot(clients, out / "snapshot",
                                                           parity.move_expectation(plan, via)), out)

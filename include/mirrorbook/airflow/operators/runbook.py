@@ -2,47 +2,64 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
-from mirrorbook.runbooks import lock, params as runbook_params
+from mirrorbook.audit import AuditStore
+from mirrorbook.bounds import cut
+from mirrorbook.clients import Clients
+from mirrorbook.errors import Refused
+from mirrorbook.runbooks import lock
 from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.params import parse
 from mirrorbook.runbooks.report import run_report
 
-PARAM_MODELS = {
-    "pause_resume": runbook_params.PauseResumeParams,
-    "offsets": runbook_params.OffsetsParams,
-    "failover": runbook_params.FailoverParams,
-    "failback": runbook_params.FailbackParams,
-}
+# Parameters too large to be worth an XCom copy (the audit keeps the validated run's parameters).
+NOT_IN_XCOM = {"offsets"}
+
+
+@dataclass
+class _Preflight:
+    audit: AuditStore
+    clients: Clients
 
 
 class ValidateParamsOperator(MirrorbookBaseOperator):
-    """First task of every runbook: bad input fails here, with a precise message, before any call."""
+    """First task of every runbook: bad input fails here, for good, with a precise message, before any call.
 
-    template_fields = ()
+    Every key of the run's parameters must be one the runbook knows (a misspelled `dryrun` is refused,
+    never ignored); sizes are checked before anything is parsed; what can be checked up front (the flow,
+    a snapshot to restore) is; warnings (e.g. a group pattern matching nothing) go into the plan."""
 
-    def __init__(self, *, params_model: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.params_model = params_model
+    deadline_s = 120.0
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return guarded(lambda: self._validate(context))
-
-    def _validate(self, context: Any) -> dict[str, Any]:
-        model = PARAM_MODELS[self.params_model]
-        raw = dict(context["params"])
+        raw = context["params"]
         rb = Runbook(run_info(context, self.task_id), self.audit())
-        with rb.step("params.validate", str(raw.get("flow"))) as step:
-            step.note(runbook=self.params_model)
-            parsed = runbook_params.parse(model, raw, self.hook.topology)
-            step.note(params=parsed.model_dump(mode="json", exclude={"offsets"}))
-        self.log.info("parameters OK: %s", parsed.model_dump(exclude={"offsets"}))
-        return parsed.model_dump(mode="json")
+        try:
+            with rb.step("params.validate", cut(str(raw.get("flow")))) as step:
+                step.note(runbook=self.params_model.__name__)
+                parsed = parse(self.params_model, raw, self.hook.topology)
+                warnings = parsed.preflight(_Preflight(rb.audit, self.hook.clients))
+                step.note(params=parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), warnings=warnings)
+        except Refused as exc:
+            raise AirflowFailException(str(exc)) from exc
+        except Exception as exc:  # whatever the input did to a parser: a validation failure, never retried
+            raise AirflowFailException(f"the parameters could not be validated: {type(exc).__name__}: "
+                                       f"{cut(str(exc))}") from exc
+        for w in warnings:
+            self.log.warning("%s", w)
+        self.log.info("parameters OK: %s", parsed.model_dump(exclude=NOT_IN_XCOM))
+        return {**parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), "warnings": warnings}
 
 
 class FlowLockOperator(MirrorbookBaseOperator):
     """Acquire (or, with `release=True`, release) the per-flow lock in the audit store."""
+
+    deadline_s = 60.0
 
     def __init__(self, *, release: bool = False, with_reverse: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -50,15 +67,20 @@ class FlowLockOperator(MirrorbookBaseOperator):
         self.with_reverse = with_reverse  # failover/failback also drive the reverse flow
 
     def execute(self, context: Any) -> dict[str, Any]:
-        rb = self.runbook(context)
         topology = self.hook.topology
-        flow = guarded(lambda: topology.flow(self.flow))
-        flows = [flow] + ([r] if self.with_reverse and (r := topology.reverse_of(flow)) else [])
         if self.release:
-            rb.dry_run = False
-            lock.release(rb, flows)
-        else:
-            guarded(lambda: lock.acquire(rb, flows))
+            # The teardown runs whatever happened, bad parameters included: release what this run holds.
+            rb = self.runbook(context, dry_run=False)
+            holders = {f.name: rb.audit.lock_holder(f.name) for f in topology.flows}
+            flows = [f for f in topology.flows if (h := holders[f.name]) is not None and h.run_id == rb.info.run_id]
+            if flows:
+                lock.release(rb, flows)
+            return self.log_outcomes(rb)
+        params = self.runbook_params(context)
+        rb = self.runbook(context)
+        flow = params.flow_spec
+        flows = [flow] + ([r] if self.with_reverse and (r := topology.reverse_of(flow)) else [])
+        guarded(lambda: lock.acquire(rb, flows))
         return self.log_outcomes(rb)
 
 

@@ -8,46 +8,45 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException
 
-from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
-from mirrorbook.airflow.operators.base import as_bool
+from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.connect import ConnectorStateTrigger
 from mirrorbook.connect.wait import reached
 from mirrorbook.runbooks.connectors import ACTION_TARGET, roles_for
 
+WAIT_S = 600.0
 
-class ConnectorStateSensor(BaseSensorOperator):
-    template_fields = ("flow", "connectors", "action", "dry_run")
 
-    def __init__(self, *, flow: str = "{{ params.flow }}", connectors: str = "{{ params.connectors }}",
-                 action: str = "{{ params.action }}", dry_run: Any = False, deferrable: bool = True,
-                 topology_path: str | None = None, poll_s: float = 1.0, **kwargs: Any) -> None:
-        kwargs.setdefault("timeout", 600)
+class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
+    """Pokes once; if the connectors are not there yet, defers to `ConnectorStateTrigger`."""
+
+    def __init__(self, *, poll_s: float = 1.0, **kwargs: Any) -> None:
+        kwargs.setdefault("timeout", WAIT_S)
         kwargs.setdefault("poke_interval", poll_s)
+        self.poll_s = poll_s
         super().__init__(**kwargs)
-        self.flow, self.connectors, self.action, self.dry_run = flow, connectors, action, dry_run
-        self.deferrable, self.topology_path, self.poll_s = deferrable, topology_path, poll_s
 
-    def _names(self, hook: MirrorbookHook) -> list[str]:
-        flow = hook.topology.flow(self.flow)
-        return [flow.connector(r) for r in roles_for(self.connectors, ACTION_TARGET[self.action])]
+    def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
+        return float(kwargs["timeout"]) + 60
+
+    def _names(self, context: Any) -> list[str]:
+        params = self.runbook_params(context)
+        return [params.flow_spec.connector(r) for r in roles_for(params.connectors, ACTION_TARGET[params.action])]
 
     def poke(self, context: Any) -> bool:
-        hook = MirrorbookHook(self.topology_path)
-        flow = hook.topology.flow(self.flow)
-        target = ACTION_TARGET[self.action]
-        with hook.clients.connect(flow) as client:
-            return all(reached(client.status(n), target) for n in self._names(hook))
+        params = self.runbook_params(context)
+        target = ACTION_TARGET[params.action]
+        with self.hook.clients.connect(params.flow_spec) as client:
+            return all(reached(client.status(n), target) for n in self._names(context))
 
     def execute(self, context: Any) -> Any:
-        if as_bool(self.dry_run):
+        params = self.runbook_params(context)
+        if params.dry_run:
             self.log.info("dry run: nothing was changed, nothing to wait for")
             return None
         if self.poke(context):
             return None
-        if not self.deferrable:
-            return super().execute(context)
-        self.defer(trigger=ConnectorStateTrigger(flow=self.flow, connectors=self._names(MirrorbookHook(self.topology_path)),
-                                                 target=ACTION_TARGET[self.action], timeout_s=float(self.timeout),
+        self.defer(trigger=ConnectorStateTrigger(flow=params.flow, connectors=self._names(context),
+                                                 target=ACTION_TARGET[params.action], timeout_s=float(self.timeout),
                                                  poll_s=self.poll_s, topology_path=self.topology_path),
                    method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
 

@@ -7,6 +7,7 @@ from mirrorbook.connect.errors import (
     ConnectorNotStopped,
     ConnectBadRequest,
     ConnectConflict,
+    ConnectDeadlineExceeded,
     ConnectServerError,
     ConnectTimeout,
     ConnectUnreachable,
@@ -14,6 +15,6 @@ from mirrorbook.connect.errors import (
 
 __all__ = [
     "AsyncConnectClient", "ConnectClient", "ConnectSettings", "ConnectError", "ConnectorNotFound",
-    "ConnectorNotStopped", "ConnectBadRequest", "ConnectConflict", "ConnectServerError", "ConnectTimeout",
-    "ConnectUnreachable",
+    "ConnectorNotStopped", "ConnectBadRequest", "ConnectConflict", "ConnectDeadlineExceeded", "ConnectServerError",
+    "ConnectTimeout", "ConnectUnreachable",
 ]

@@ -1,29 +1,35 @@
 """Connect REST client over httpx, sync and async.
 
 Every endpoint is described once as a `Call` (method, path, params, body, whether repeating it is
-safe, how to parse the answer). The sync and async clients differ only in how they send and sleep.
+safe, how to parse the answer). The sync and async clients differ only in how they send and sleep;
+`_Attempts` is the one retry machine they share.
 Retry rule: a 409 (rebalance / no leader: nothing happened) is always retried; 5xx, timeouts and
-connection failures only for calls that are safe to repeat. All retries stop at the policy deadline.
+connection failures only for calls that are safe to repeat (a refused connection never reached Connect,
+so it is retried for any call). The policy's deadline bounds the whole call from its first request:
+each attempt's timeout is capped by what is left of it (`mirrorbook.connect.retry`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from mirrorbook.bounds import cut
 from mirrorbook.connect.errors import (
     ConnectDeadlineExceeded,
     ConnectError,
     ConnectServerError,
     ConnectTimeout,
     ConnectUnreachable,
+    Where,
     from_response,
 )
 from mirrorbook.connect.models import (
@@ -43,13 +49,31 @@ class ConnectSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     url: str
+    name: str | None = None  # the cluster's alias (the topology's), named in every error when known
     username: str | None = None
     password: SecretStr | None = None
     verify: bool | str = True  # False, True, or a CA bundle path
     client_cert: str | None = None
     client_key: str | None = None
-    timeout_s: float = 30.0
-    retry_deadline_s: float = 30.0
+    timeout_s: float = Field(30.0, gt=0)  # one attempt's, and never more than what is left of the deadline
+    retry_deadline_s: float = Field(30.0, gt=0)  # the whole call's, retries included
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials_out_of_url(cls, data: Any) -> Any:
+        """`http://user:pw@host` becomes `http://host` plus username/password, so that the URL can be
+        shown in any message; a username given explicitly wins over the URL's."""
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+            return data
+        parts = urlsplit(data["url"])
+        if "@" not in parts.netloc:
+            return data
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        data = {**data, "url": urlunsplit(parts._replace(netloc=host))}
+        if data.get("username") is None:
+            user, _, password = userinfo.partition(":")
+            data.update(username=unquote(user), password=unquote(password))
+        return data
 
     def httpx_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"base_url": self.url.rstrip("/"), "timeout": self.timeout_s, "verify": self.verify}
@@ -70,18 +94,25 @@ class Call(Generic[T]):
     safe_to_repeat: bool = True
     # False where a plain 500 is a deterministic rejection (the connector validated the body).
     retry_server_errors: bool = True
+    # The connector the call is about, by its real name (the path holds it URL-encoded), and what of it.
+    connector: str | None = None
+    what: str = ""
 
     @property
     def mutating(self) -> bool:
         return self.method != "GET"
 
     def describe(self) -> str:
+        """The call in words: `GET status of connector A->B.MirrorSourceConnector`."""
+        if self.connector is not None:
+            return f"{self.method} {self.what + ' of ' if self.what else ''}connector {cut(self.connector)}"
         q = "&".join(f"{k}={v}" for k, v in self.params)
         return f"{self.method} {self.path}{'?' + q if q else ''}"
 
 
-def _c(name: str) -> str:
-    return quote(name, safe="")
+def _on(method: str, name: str, tail: str, parse: Callable[[Any], T], what: str = "", **kw: Any) -> Call[T]:
+    """A call on one connector: its name URL-encoded in the path, and kept as it is for messages."""
+    return Call(method, f"/connectors/{quote(name, safe='')}{tail}", parse, connector=name, what=what, **kw)
 
 
 def _none(_: Any) -> None:
@@ -109,61 +140,60 @@ class Endpoints:
 
     @staticmethod
     def status(name: str) -> Call[ConnectorStatus]:
-        return Call("GET", f"/connectors/{_c(name)}/status", ConnectorStatus.model_validate)
+        return _on("GET", name, "/status", ConnectorStatus.model_validate, "status")
 
     @staticmethod
     def info(name: str) -> Call[ConnectorInfo]:
-        return Call("GET", f"/connectors/{_c(name)}", ConnectorInfo.model_validate)
+        return _on("GET", name, "", ConnectorInfo.model_validate)
 
     @staticmethod
     def get_config(name: str) -> Call[dict[str, str]]:
-        return Call("GET", f"/connectors/{_c(name)}/config", dict)
+        return _on("GET", name, "/config", dict, "config")
 
     @staticmethod
     def put_config(name: str, config: dict[str, str]) -> Call[ConnectorInfo]:
-        return Call("PUT", f"/connectors/{_c(name)}/config", ConnectorInfo.model_validate, body=config)
+        return _on("PUT", name, "/config", ConnectorInfo.model_validate, "config", body=config)
 
     @staticmethod
     def delete(name: str) -> Call[None]:
         # Repeating a DELETE that succeeded answers 404: not safe to blindly repeat on 5xx.
-        return Call("DELETE", f"/connectors/{_c(name)}", _none, safe_to_repeat=False)
+        return _on("DELETE", name, "", _none, safe_to_repeat=False)
 
     @staticmethod
     def pause(name: str) -> Call[None]:
-        return Call("PUT", f"/connectors/{_c(name)}/pause", _none)
+        return _on("PUT", name, "/pause", _none, "pause")
 
     @staticmethod
     def resume(name: str) -> Call[None]:
-        return Call("PUT", f"/connectors/{_c(name)}/resume", _none)
+        return _on("PUT", name, "/resume", _none, "resume")
 
     @staticmethod
     def stop(name: str) -> Call[None]:
-        return Call("PUT", f"/connectors/{_c(name)}/stop", _none)
+        return _on("PUT", name, "/stop", _none, "stop")
 
     @staticmethod
     def restart(name: str, include_tasks: bool = False, only_failed: bool = False) -> Call[Any]:
         params = [("includeTasks", str(include_tasks).lower()), ("onlyFailed", str(only_failed).lower())]
         parse = (lambda b: ConnectorStatus.model_validate(b) if b else None)
-        return Call("POST", f"/connectors/{_c(name)}/restart", parse, params, safe_to_repeat=False)
+        return _on("POST", name, "/restart", parse, "restart", params=params, safe_to_repeat=False)
 
     @staticmethod
     def restart_task(name: str, task: int) -> Call[None]:
-        return Call("POST", f"/connectors/{_c(name)}/tasks/{task}/restart", _none, safe_to_repeat=False)
+        return _on("POST", name, f"/tasks/{task}/restart", _none, f"restart of task {task}", safe_to_repeat=False)
 
     @staticmethod
     def get_offsets(name: str) -> Call[ConnectorOffsets]:
-        return Call("GET", f"/connectors/{_c(name)}/offsets", ConnectorOffsets.model_validate)
+        return _on("GET", name, "/offsets", ConnectorOffsets.model_validate, "offsets")
 
     @staticmethod
     def alter_offsets(name: str, offsets: ConnectorOffsets) -> Call[str]:
         # Setting absolute offsets twice leaves the same state: safe to repeat.
         # A 500 here is the MM2 connector rejecting the payload: repeating cannot help (timeouts still retry).
-        return Call("PATCH", f"/connectors/{_c(name)}/offsets", _message, body=offsets.to_body(),
-                    retry_server_errors=False)
+        return _on("PATCH", name, "/offsets", _message, "offsets", body=offsets.to_body(), retry_server_errors=False)
 
     @staticmethod
     def reset_offsets(name: str) -> Call[str]:
-        return Call("DELETE", f"/connectors/{_c(name)}/offsets", _message)
+        return _on("DELETE", name, "/offsets", _message, "offsets")
 
 
 def _message(body: Any) -> str:
@@ -179,18 +209,42 @@ def _decode(resp: httpx.Response) -> Any:
         return resp.text
 
 
-def _outcome(call: Call[T], resp: httpx.Response) -> T:
+def _outcome(call: Call[T], resp: httpx.Response, where: Where) -> T:
     body = _decode(resp)
     if resp.status_code >= 400:
-        raise from_response(resp.status_code, body, call.method, call.path)
+        raise from_response(resp.status_code, body, where)
     return call.parse(body)
 
 
-def _transport_error(call: Call[Any], exc: httpx.HTTPError) -> ConnectError:
+def _refusal(exc: BaseException) -> ConnectionRefusedError | None:
+    """The ConnectionRefusedError behind a failed connect, if every address refused. The sync transport
+    raises it as the cause; the async one chains it under "All connection attempts failed", in an
+    exception group when the host has several addresses."""
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo:
+        err = todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, ConnectionRefusedError):
+            return err
+        group = getattr(err, "exceptions", None)
+        if isinstance(group, (list, tuple)):
+            each = [_refusal(e) for e in group]
+            return each[0] if each and all(each) else None
+        todo.extend(e for e in (err.__cause__, err.__context__) if e is not None)
+    return None
+
+
+def _transport_error(exc: httpx.HTTPError, timeout_s: float, where: Where) -> ConnectError:
     if isinstance(exc, httpx.TimeoutException):
-        return ConnectTimeout(f"no answer within the client timeout ({type(exc).__name__})",
-                              method=call.method, path=call.path)
-    return ConnectUnreachable(f"cannot reach Connect: {exc}", method=call.method, path=call.path,
+        return ConnectTimeout(f"no answer within {timeout_s:.3g}s ({type(exc).__name__})", where=where)
+    refused = _refusal(exc) if isinstance(exc, httpx.ConnectError) else None
+    # The same words from both transports (the async one says "Connect call failed ('127.0.0.1', 9)").
+    reason = f"[Errno {refused.errno}] {os.strerror(refused.errno)}" if refused and refused.errno else str(exc)
+    return ConnectUnreachable(f"cannot reach Connect: {reason or type(exc).__name__}", where=where,
+                              refused=refused is not None,
                               hint="check the Connect URL, that the worker is up, and TLS settings")
 
 
@@ -201,18 +255,9 @@ def _should_retry(call: Call[Any], err: ConnectError) -> bool:
         return False
     if isinstance(err, ConnectServerError) and not call.safe_to_repeat:
         # The request may have been applied; repeating a non-idempotent call could double it.
-        return isinstance(err, ConnectUnreachable) and "refused" in err.message.lower()
+        return isinstance(err, ConnectUnreachable) and err.refused
     return True
 
-
-def _exhausted(call: Call[Any], err: ConnectError, attempts: int, policy: RetryPolicy) -> ConnectError:
-    if attempts <= 1 or not err.retryable:
-        return err
-    out = ConnectDeadlineExceeded(
-        f"gave up after {attempts} attempts within {policy.deadline_s:.0f}s; last error: {err.message}",
-        status=err.status, method=call.method, path=call.path)
-    out.__cause__ = err
-    return out
 
 
 class _Base:
@@ -227,6 +272,15 @@ class _Base:
     def url(self) -> str:
         return self.settings.url
 
+    @property
+    def place(self) -> str:
+        """`Connect cluster B (http://host:8083)`: how messages name this cluster."""
+        return Where(url=self.settings.url, cluster=self.settings.name).cluster_label
+
+    def where(self, call: Call[Any]) -> Where:
+        return Where(url=self.settings.url, cluster=self.settings.name, method=call.method, path=call.path,
+                     call=call.describe())
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.settings.url!r})"
 
@@ -236,30 +290,53 @@ class _Base:
 
 
 class _Attempts:
-    """The retry state of one call: turns each answer into a result, an error, or the next delay."""
+    """The retry state of one call, shared by both clients: the arguments of each attempt (its timeout
+    capped by what is left of the deadline), and what each answer means: a result, an error to raise, or
+    the sleep before the next attempt. Its clock starts here, before the first request."""
 
-    def __init__(self, client: "_Base", call: Call[Any]) -> None:
+    def __init__(self, client: "_Base", call: Call[Any], deadline_s: float | None = None) -> None:
         self.client = client
         self.call = call
+        self.where = client.where(call)
+        self.policy = client.retry if deadline_s is None else replace(client.retry, deadline_s=deadline_s)
+        self.schedule = self.policy.schedule()
         self.count = 0
-        self.delays = client.retry.delays()
+        self.timeout_s = client.settings.timeout_s
+
+    def request(self) -> dict[str, Any]:
+        """The next attempt, as keyword arguments of `httpx.Client.request` and `AsyncClient.request`."""
+        # httpx applies the timeout to each phase (connect, write, every read): a Connect answer, small
+        # and sent in one piece, is bounded by it; a peer trickling bytes could outlast it.
+        self.timeout_s = self.schedule.timeout(self.client.settings.timeout_s)
+        call = self.call
+        return {"method": call.method, "url": call.path, "params": call.params or None, "json": call.body,
+                "timeout": self.timeout_s}
 
     def settle(self, answer: httpx.Response | httpx.HTTPError) -> tuple[bool, Any]:
         self.count += 1
         call = self.call
         if isinstance(answer, httpx.HTTPError):
             self.client._observe(call, None)
-            err = _transport_error(call, answer)
+            err = _transport_error(answer, self.timeout_s, self.where)
         else:
             self.client._observe(call, answer.status_code)
             try:
-                return True, _outcome(call, answer)
+                return True, _outcome(call, answer, self.where)
             except ConnectError as exc:
                 err = exc
-        delay = next(self.delays, None) if _should_retry(call, err) else None
+        err.attempts = self.count
+        if not _should_retry(call, err):
+            if err.retryable and not call.safe_to_repeat and err.hint is None:
+                err.hint = ("Connect may have applied it before failing: check the connector's status "
+                            "before repeating it")
+            raise err
+        delay = self.schedule.failed(err)
         if delay is None:
-            raise _exhausted(call, err, self.count, self.client.retry) from err
-        log.info("retrying %s after %s: %s (in %.2fs)", call.describe(), type(err).__name__, err.message, delay)
+            if self.schedule.out_of_time:
+                raise ConnectDeadlineExceeded(err, attempts=self.count, deadline_s=self.policy.deadline_s)
+            raise err
+        log.info("retrying %s after attempt %d: %s (in %.2fs, %.1fs left)", self.where, self.count, err.reason(),
+                 delay, self.schedule.remaining())
         return False, delay
 
 
@@ -280,12 +357,12 @@ class ConnectClient(_Base):
     def close(self) -> None:
         self._http.close()
 
-    def run(self, call: Call[T]) -> T:
-        attempt = _Attempts(self, call)
+    def run(self, call: Call[T], *, deadline_s: float | None = None) -> T:
+        """Send `call`, retrying within the policy's deadline (or `deadline_s`, for this call only)."""
+        attempt = _Attempts(self, call, deadline_s)
         while True:
             try:
-                answer: httpx.Response | httpx.HTTPError = self._http.request(
-                    call.method, call.path, params=call.params or None, json=call.body)
+                answer: httpx.Response | httpx.HTTPError = self._http.request(**attempt.request())
             except httpx.HTTPError as exc:
                 answer = exc
             done, value = attempt.settle(answer)
@@ -331,12 +408,12 @@ class AsyncConnectClient(_Base):
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def run(self, call: Call[T]) -> T:
-        attempt = _Attempts(self, call)
+    async def run(self, call: Call[T], *, deadline_s: float | None = None) -> T:
+        """Send `call`, retrying within the policy's deadline (or `deadline_s`, for this call only)."""
+        attempt = _Attempts(self, call, deadline_s)
         while True:
             try:
-                answer: httpx.Response | httpx.HTTPError = await self._http.request(
-                    call.method, call.path, params=call.params or None, json=call.body)
+                answer: httpx.Response | httpx.HTTPError = await self._http.request(**attempt.request())
             except httpx.HTTPError as exc:
                 answer = exc
             done, value = attempt.settle(answer)

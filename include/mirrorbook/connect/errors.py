@@ -1,28 +1,72 @@
-"""Typed Connect REST errors, mapped from the status code and Connect's `{"error_code", "message"}` body."""
+"""Typed Connect REST errors, mapped from the status code and Connect's `{"error_code", "message"}` body.
+
+Every error carries its `Where`: the Connect cluster (alias and URL, never credentials) and the call in
+words, with the connector's real name, so `str(error)` says where it happened without its caller's help.
+`message` stays the bare reason (Connect's own words), for callers that add their own context.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from mirrorbook.bounds import cut
 from mirrorbook.errors import MirrorbookError
 
 NOT_STOPPED_MARKER = "must be in the STOPPED state"
+MESSAGE_LIMIT = 1_000  # Connect's messages are short; a proxy's HTML error page is not
+
+
+@dataclass(frozen=True)
+class Where:
+    """The place of one Connect call: the cluster (`cluster` alias, `url` without userinfo) and the call."""
+
+    url: str = ""
+    cluster: str | None = None
+    method: str = ""
+    path: str = ""
+    call: str = ""  # the call in words: "GET status of connector A->B.MirrorSourceConnector"
+
+    @property
+    def cluster_label(self) -> str:
+        url = cut(self.url)
+        return f"Connect cluster {cut(self.cluster)} ({url})" if self.cluster else f"Connect cluster at {url}"
+
+    def __str__(self) -> str:
+        return f"{self.cluster_label}: {self.call or f'{self.method} {self.path}'.strip()}"
 
 
 class ConnectError(MirrorbookError):
     """A failed Connect REST call. `retryable` says whether repeating it can succeed."""
 
     retryable = False
+    _after_place = ": "
 
-    def __init__(self, message: str, *, status: int | None = None, method: str = "", path: str = "",
-                 hint: str | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, where: Where | None = None,
+                 hint: str | None = None, attempts: int = 1) -> None:
         super().__init__(message, hint)
         self.status = status
-        self.method = method
-        self.path = path
+        self.where = where or Where()
+        self.attempts = attempts
+
+    @property
+    def method(self) -> str:
+        return self.where.method
+
+    @property
+    def path(self) -> str:
+        return self.where.path
+
+    def reason(self) -> str:
+        """The error without its place: `[409] rebalance in progress`."""
+        return f"[{self.status}] {self.message}" if self.status else self.message
+
+    def detail(self) -> str:
+        """What went wrong, as said after the place."""
+        return self.reason() + (f" (after {self.attempts} attempts)" if self.attempts > 1 else "")
 
     def __str__(self) -> str:
-        where = f"{self.method} {self.path}: " if self.method else ""
-        code = f"[{self.status}] " if self.status else ""
-        text = f"{where}{code}{self.message}"
+        text = f"{self.where}{self._after_place}{self.detail()}"
         return f"{text}\n  fix: {self.hint}" if self.hint else text
 
 
@@ -55,21 +99,42 @@ class ConnectTimeout(ConnectServerError):
 
 
 class ConnectUnreachable(ConnectServerError):
-    """No HTTP answer at all: connection refused, DNS, TLS handshake."""
+    """No HTTP answer at all: connection refused, DNS, TLS handshake. `refused`: the worker's host
+    refused the connection, so the request never left and even a non-idempotent call may be sent again."""
+
+    def __init__(self, message: str, *, refused: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.refused = refused
 
 
 class ConnectDeadlineExceeded(ConnectError):
-    """Retries ran out of time; wraps the last error."""
+    """The call's deadline passed before it succeeded; names the deadline, the attempts and the last error
+    (`last`, also the `__cause__`), and keeps the last error's status and fix."""
+
+    _after_place = " "
+
+    def __init__(self, last: ConnectError, *, attempts: int, deadline_s: float) -> None:
+        super().__init__(f"gave up after {attempts} attempt{'s' if attempts != 1 else ''} within "
+                         f"{deadline_s:g}s; last error: {last.reason()}",
+                         status=last.status, where=last.where, attempts=attempts,
+                         hint=last.hint or "check the worker (`GET /` and its log), or give the call a longer "
+                                           "deadline (the Connect connection's `retry_deadline`)")
+        self.last = last
+        self.deadline_s = deadline_s
+        self.__cause__ = last
+
+    def detail(self) -> str:
+        return self.message  # already names the attempts and the last error's status
 
 
-def from_response(status: int, body: object, method: str, path: str) -> ConnectError:
+def from_response(status: int, body: object, where: Where) -> ConnectError:
     message = ""
     if isinstance(body, dict):
         message = str(body.get("message") or "")
     elif isinstance(body, str):
         message = body
-    message = message or f"HTTP {status}"
-    kw = dict(status=status, method=method, path=path)
+    message = cut(message, MESSAGE_LIMIT) or f"HTTP {status}"
+    kw = dict(status=status, where=where)
     if status == 404:
         return ConnectorNotFound(message, **kw)
     if status == 400 and NOT_STOPPED_MARKER in message:

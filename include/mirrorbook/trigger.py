@@ -25,7 +25,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from mirrorbook.bounds import cut
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.runbooks.params import OFFSETS_LIMITS, check_conf
 
 ENV_URL = "MIRRORBOOK_AIRFLOW_URL"
 ENV_USER = "MIRRORBOOK_AIRFLOW_USER"
@@ -186,17 +188,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_trigger)
 
 
-def parse_conf(text: str) -> dict[str, Any]:
+def parse_conf(text: str, dag_id: str | None = None) -> dict[str, Any]:
+    """The run's conf; for one of mirrorbook's runbooks, refused here (before anything is sent) when a key is
+    not one of its parameters or a value is too large — the runbook's first task would refuse it anyway."""
     try:
         raw = Path(text[1:]).read_text() if text.startswith("@") else text
     except OSError as exc:
-        raise TriggerError(f"--conf {text}: cannot read the file: {exc.strerror}")
+        raise TriggerError(f"--conf {cut(text)}: cannot read the file: {exc.strerror}")
+    OFFSETS_LIMITS.check_text("--conf", raw)
     try:
         conf = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise TriggerError(f"--conf is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     if not isinstance(conf, dict):
         raise TriggerError("--conf must be a JSON object, e.g. '{\"flow\": \"A->B\", \"mode\": \"planned\"}'")
+    if dag_id is not None:
+        check_conf(dag_id, conf)
     return conf
 
 
@@ -210,7 +217,7 @@ def credentials(args: argparse.Namespace) -> Credentials:
 
 
 def cmd_trigger(args: argparse.Namespace) -> int:
-    conf = parse_conf(args.conf)
+    conf = parse_conf(args.conf, args.dag_id)
     creds = credentials(args)
     run_id = args.run_id or new_run_id()
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731 - progress on stderr, result on stdout

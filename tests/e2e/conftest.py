@@ -33,7 +33,7 @@ from tests.e2e import airflow_server
 from tests.faultproxy import FaultProxy
 from tests.helpers import wait_mirrored
 
-RUNBOOK_DAGS = ["mm2_failover", "mm2_pause_resume", "mm2_offsets"]
+RUNBOOK_DAGS = ["mm2_failover", "mm2_failback", "mm2_pause_resume", "mm2_offsets", "dr_drill"]
 GROUP_POSITIONS = ["end", "end-7", "begin", "37"]
 # A secret the ops flow carries twice — in its Kafka connection (a SASL password librdkafka ignores on a
 # PLAINTEXT cluster) and in its source connector's config (an SSL key password the admin client ignores) —

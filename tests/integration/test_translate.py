@@ -22,6 +22,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import CheckpointLog, read_checkpoints, read_heartbeats
+from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.precise import ALIGNED, NOT_PROVEN, UNIQUE, PreciseReport, translate_precise
 from mirrorbook.mm2.records import Checkpoint
 from mirrorbook.mm2.remote_cluster_utils import (checkpoint_topics, group_matcher, heartbeat_topics,
@@ -122,8 +123,8 @@ def test_precise_on_a_drained_topic_re_reads_and_skips_nothing(scenario, bootstr
     expected_rows = sum(len(o) for o in scenario.committed.values())
     assert report.totals.partitions == expected_rows and report.totals.groups == len(scenario.committed)
     assert report.totals.proven == expected_rows, [r.reason for r in report.rows if not r.proven]
-    assert (report.totals.precise_re_read, report.totals.precise_skip, report.totals.mm2_skip) == (0, 0, 0)
-    assert report.totals.mm2_re_read > 0  # MM2 is conservative; precise is what saves these
+    assert (report.totals.re_read, report.totals.skip, report.totals.mm2_skip) == (ZERO, ZERO, ZERO)
+    assert report.totals.mm2_re_read.is_exact and report.totals.mm2_re_read.low > 0  # precise saves these
     assert report.malformed_records == 0
     # Prove it independently: the record at the precise offset on B is the one at C on A.
     seq_at = {tp: {m.offset(): json.loads(m.value())["seq"] for m in read_ranges(bootstrap_b, {tp: (0, h)})}
@@ -136,7 +137,8 @@ def test_precise_on_a_drained_topic_re_reads_and_skips_nothing(scenario, bootstr
         else:
             assert seq_at[tp][row.precise_offset] == row.source_offset, row
         # MM2's re-read count agrees with the sequence numbers.
-        assert row.mm2_re_read == sum(1 for o in range(row.mm2_offset, row.precise_offset) if o in seq_at[tp])
+        assert row.mm2_re_read == Count.exact(sum(1 for o in range(row.mm2_offset, row.precise_offset)
+                                                  if o in seq_at[tp]))
         assert row.mm2_offset == scenario.checkpoints.latest[(row.group, tp.topic, tp.partition)].downstream_offset
 
 
@@ -155,7 +157,7 @@ def test_translate_cli_prints_both_modes(scenario, devstack, capsys):
         {k: cp.downstream_offset for k, cp in scenario.checkpoints.latest.items()}
     assert f"{len(scenario.committed)} groups" in run()
     table = run("--mode", "precise")
-    assert "aligned" in table and "precise re-reads 0 and skips 0" in table
+    assert "aligned" in table and "precise mode re-reads 0 and skips 0 records" in table
     assert cli.main(["translate", "--flow", "A->C", "--topology", topology]) == 2
     assert 'Unknown flow "A->C"' in capsys.readouterr().err
     # The installed entry point, end to end, in JSON.
@@ -204,8 +206,12 @@ def test_precise_says_not_proven_when_content_is_ambiguous(devstack, bootstrap_a
     assert (rows[110].proof, rows[110].precise_offset) == (ALIGNED, 110)
     assert (rows[125].proof, rows[125].precise_offset) == (UNIQUE, 126)
     assert rows[130].proof == NOT_PROVEN and "ambiguous: 2 records" in rows[130].reason
+    # Not proven: the highest position that provably skips nothing — here MM2's checkpoint, made at 130 —
+    # with its re-read bounded honestly: the true figure (B records from there to A's 130, at B offset 131,
+    # the stray included) lies within the bounds.
     assert rows[130].precise_offset is None and rows[130].offset == rows[130].mm2_offset is not None
-    assert rows[130].mm2_re_read is None and rows[130].precise_re_read is None
+    assert rows[130].skip == ZERO and not rows[130].re_read.is_exact
+    assert rows[130].re_read.low <= 131 - rows[130].offset <= rows[130].re_read.high
     assert rows[200].precise_offset == 201
     assert report.totals.not_proven == 1 and report.totals.proven == 3
     # Consumers at those offsets read exactly from their next record (seq == A's offset).

@@ -76,12 +76,16 @@ def _mm2_table(out: dict[str, Any]) -> str:
 
 
 def precise_table(report: PreciseReport) -> str:
-    body = _table(["GROUP", "TOPIC", "PARTITION", "SOURCE", "MM2", "PRECISE", "PROOF", "MM2-RE-READ", "MM2-SKIP"],
-                  [[r.group, r.target_topic, r.partition, r.source_offset, r.mm2_offset, r.precise_offset,
-                    r.proof, r.mm2_re_read, r.mm2_skip] for r in report.rows])
+    body = _table(["GROUP", "TOPIC", "PARTITION", "SOURCE", "MM2", "MM2-RE-READ", "MM2-SKIP", "PRECISE", "PROOF",
+                   "OFFSET", "RE-READ", "SKIP"],
+                  [[r.group, r.target_topic, r.partition, r.source_offset, r.mm2_offset, r.mm2_re_read, r.mm2_skip,
+                    r.precise_offset, r.proof if r.proven else f"fallback:{r.fallback_rule}", r.offset, r.re_read,
+                    r.skip] for r in report.rows])
     t = report.totals
     reasons = sorted({f"  {r.group} {r.target_topic}-{r.partition}: {r.reason}" for r in report.rows if r.reason})
     return "\n".join([body, f"{t.groups} groups, {t.partitions} partitions: {t.proven} proven, {t.not_proven} not "
-                      f"proven (MM2's offset used); MM2 would re-read {t.mm2_re_read} and skip {t.mm2_skip} "
-                      f"records, precise re-reads {t.precise_re_read} and skips {t.precise_skip}"]
+                      f"proven (the highest position that provably skips nothing used); precise mode re-reads "
+                      f"{t.re_read} and skips {t.skip} records; MM2's checkpoints would re-read {t.mm2_re_read} and "
+                      f"skip {t.mm2_skip} ({t.without_checkpoint} partition(s) without a checkpoint, "
+                      f"{t.mm2_skipping} whose checkpoint may skip)"]
                      + (["not proven:"] + reasons if reasons else []))

@@ -54,9 +54,10 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import (Config, OffsetSyncsLocation, read_checkpoints, read_offset_syncs)
+from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.offset_sync_store import SyncIndex, SyncWindow
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.mm2.records import Checkpoint
+from mirrorbook.mm2.records import Checkpoint, OffsetSync
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 
 ALIGNED, ALIGNED_END, UNIQUE, BOTH_EMPTY, NOT_PROVEN = "aligned", "aligned-end", "unique-match", "both-empty", "not-proven"
@@ -176,26 +177,104 @@ def prove(committed: int, window: SyncWindow, source: PartitionData, target: Par
                f"of source record {r.offset} and position does not decide ({mismatch})")
 
 
+# -- counting what a position re-reads or skips ---------------------------------------------------
+
+def sync_position(window: SyncWindow, target_marks: Marks) -> int | None:
+    """The target offset MM2's offset-syncs prove to be at or before the group's next record (never a skip).
+
+    With the anchor sync (u -> d), the newest at or below the committed offset C: if C == u the record at
+    d is the copy of C; otherwise every record after u is copied after d, in order, so d + 1 holds a copy
+    of a record no later than C (MM2's own translation, done with every sync rather than a sparse
+    in-memory store or a checkpoint taken at some other offset). Below the target's log start nothing is
+    left to read: the log start is the answer then. None without an anchor.
+    """
+    if window.below is None:
+        return None
+    u, d = window.below.upstream_offset, window.below.downstream_offset
+    return min(max(d + (0 if window.upstream_offset == u else 1), target_marks.low), target_marks.high)
+
+
+def _at_least(data: PartitionData, syncs: Sequence[OffsetSync], start: int, end: int) -> int:
+    """Records in source offsets [start, end): counted where read, else the syncs in it (one record each)."""
+    counted = data.count(start, end)
+    return counted if counted is not None else sum(1 for s in syncs if start <= s.upstream_offset < end)
+
+
+def _at_most(data: PartitionData, start: int, end: int) -> int:
+    counted = data.count(start, end)
+    return counted if counted is not None else max(0, end - start)
+
+
+def position_counts(x: int, committed: int, proof: int | None, syncs: Sequence[OffsetSync], source: PartitionData,
+                    target: PartitionData, target_marks: Marks) -> tuple[Count, Count]:
+    """(re-read, skip) of a group committed at `committed` on the source that starts at target offset `x`.
+
+    Exact where the copy of its next record (`proof`) is known and the records between were read. Else
+    bounded by the offset-syncs of one generation (both sides in order, no re-sends in between):
+    - skip: 0 when x is at or before MM2's sync position (or the target's start); otherwise at least the
+      records up to the newest sync at or after `committed` whose copy lies below x;
+    - re-read: at least the records in (u, committed) when x is just after a sync (u -> x - 1), or from
+      the oldest sync below `committed` whose copy is at or after x; at most the target records between x
+      and the copy of the first sync at or after `committed` (its copy follows the group's next record).
+    """
+    if proof is not None:
+        n = target.count(min(x, proof), max(x, proof))
+        if n is not None:
+            return (Count.exact(n), ZERO) if x <= proof else (ZERO, Count.exact(n))
+    below = [s for s in syncs if s.upstream_offset <= committed]
+    after = [s for s in syncs if s.upstream_offset >= committed]
+    anchor = below[-1] if below else None
+    safe = (anchor.downstream_offset + (0 if anchor.upstream_offset == committed else 1)) if anchor else None
+    if x <= target_marks.low or (safe is not None and x <= safe):
+        skip = ZERO
+    else:
+        passed = [s for s in after if s.downstream_offset < x]
+        low = _at_least(source, syncs, committed, passed[-1].upstream_offset + 1) if passed else 0
+        floor = anchor.downstream_offset if anchor else target_marks.low
+        skip = Count.between(low, _at_most(target, max(floor, target_marks.low), x))
+    if skip.low > 0:  # starting past the group's next record: nothing before it is read again
+        return ZERO, skip
+    firsts = [s.upstream_offset for s in below if s.upstream_offset < committed and s.downstream_offset >= x]
+    firsts += [s.upstream_offset + 1 for s in below if s.downstream_offset == x - 1]
+    low = _at_least(source, syncs, min(firsts), committed) if firsts else 0
+    ceiling = after[0].downstream_offset if after else target_marks.high
+    return Count.between(low, _at_most(target, x, max(x, ceiling))), skip
+
+
 # -- results --------------------------------------------------------------------------------------
 
+FALLBACK_RULES = ("checkpoint", "offset-sync", "earliest")
+
+
 class PartitionTranslation(BaseModel):
-    """One (group, partition): where the group is on the source and where it should start on the target."""
+    """One (group, partition): where the group is on the source and where it should start on the target.
+
+    `offset` is what precise mode writes: the proven position, else the highest fallback that provably
+    skips nothing (MM2's checkpoint if made at or below the committed offset, MM2's offset-sync position,
+    the target's start), with its re-read/skip counted or bounded. `mm2_*` is what MM2's own checkpoint
+    would do — which CAN skip, when a group rewound below the offset MM2 last checkpointed for it.
+    """
 
     group: str
     source_topic: str
     target_topic: str
     partition: int
     source_offset: int
-    mm2_offset: int | None = None          # MM2's checkpoint (conservative); None: no checkpoint yet
+    mm2_offset: int | None = None          # MM2's checkpoint; None: no checkpoint yet
     checkpoint_upstream: int | None = None  # the source offset that checkpoint was made for
+    mm2_re_read: Count | None = None
+    mm2_skip: Count | None = None
     precise_offset: int | None = None       # None: not proven
     proof: str = NOT_PROVEN
     reason: str | None = None
-    offset: int | None = None               # what to use: precise where proven, else mm2
-    mm2_re_read: int | None = None
-    mm2_skip: int | None = None
-    precise_re_read: int | None = None
-    precise_skip: int | None = None
+    sync_offset: int | None = None          # the offset-syncs' safe position (see `sync_position`)
+    fallback_offset: int | None = None      # the best position without a content proof
+    fallback_rule: str | None = None        # one of FALLBACK_RULES
+    fallback_re_read: Count | None = None
+    fallback_skip: Count | None = None
+    offset: int | None = None               # what precise mode writes
+    re_read: Count = ZERO                   # ... and what that re-reads / skips
+    skip: Count = ZERO
 
     @property
     def proven(self) -> bool:
@@ -212,11 +291,11 @@ class TranslationTotals(BaseModel):
     proven: int = 0
     not_proven: int = 0
     without_checkpoint: int = 0
-    mm2_re_read: int = 0
-    mm2_skip: int = 0
-    precise_re_read: int = 0
-    precise_skip: int = 0
-    unknown_counts: int = 0  # rows whose mm2 re-read/skip could not be counted (not proven or not read)
+    mm2_re_read: Count = ZERO   # over the rows that have a checkpoint
+    mm2_skip: Count = ZERO
+    mm2_skipping: int = 0       # rows whose checkpoint may skip
+    re_read: Count = ZERO       # precise mode's choice
+    skip: Count = ZERO
 
 
 class PreciseReport(BaseModel):
@@ -230,7 +309,7 @@ class PreciseReport(BaseModel):
     malformed_records: int = 0
 
     def offsets(self) -> dict[str, dict[TP, int]]:
-        """group → target partition → offset to write (precise where proven, else MM2's)."""
+        """group → target partition → offset to write (precise where proven, else the safe fallback)."""
         out: dict[str, dict[TP, int]] = {}
         for row in self.rows:
             if row.offset is not None:
@@ -247,13 +326,12 @@ def totals(rows: Iterable[PartitionTranslation]) -> TranslationTotals:
         t.proven += r.proven
         t.not_proven += not r.proven
         t.without_checkpoint += r.mm2_offset is None
-        if r.mm2_re_read is None:
-            t.unknown_counts += 1
-        else:
+        if r.mm2_re_read is not None and r.mm2_skip is not None:
             t.mm2_re_read += r.mm2_re_read
-            t.mm2_skip += r.mm2_skip or 0
-        t.precise_re_read += r.precise_re_read or 0
-        t.precise_skip += r.precise_skip or 0
+            t.mm2_skip += r.mm2_skip
+            t.mm2_skipping += r.mm2_skip.may_be_positive
+        t.re_read += r.re_read
+        t.skip += r.skip
     t.groups = len(groups)
     return t
 
@@ -364,27 +442,41 @@ def translate_precise(source: Config, target: Config, source_alias: str, target_
         if key not in proofs:
             proofs[key] = prove(i.committed, windows[key], src_data.get(i.src, empty), tgt_data.get(i.tgt, empty),
                                 src_marks[i.src], tgt_marks[i.tgt], max_window)
-        rows.append(_row(i, proofs[key], tgt_data.get(i.tgt, empty)))
+        rows.append(_row(i, proofs[key], indexes[i.src].syncs, windows[key], src_data.get(i.src, empty),
+                         tgt_data.get(i.tgt, empty), tgt_marks[i.tgt]))
     return PreciseReport(source_alias=source_alias, target_alias=target_alias, groups_regex=groups_regex,
                          rows=rows, totals=totals(rows), checkpoints_read=cps.records,
                          offset_syncs_read=syncs.records, malformed_records=cps.malformed + syncs.malformed)
 
 
-def _row(i: _Item, proof: Proof, target: PartitionData) -> PartitionTranslation:
+def _row(i: _Item, proof: Proof, syncs: Sequence[OffsetSync], window: SyncWindow, source: PartitionData,
+         target: PartitionData, target_marks: Marks) -> PartitionTranslation:
+    c = i.committed
     mm2 = i.checkpoint.downstream_offset if i.checkpoint is not None else None
     row = PartitionTranslation(group=i.group, source_topic=i.src.topic, target_topic=i.tgt.topic,
-                               partition=i.src.partition, source_offset=i.committed, mm2_offset=mm2,
+                               partition=i.src.partition, source_offset=c, mm2_offset=mm2,
                                checkpoint_upstream=i.checkpoint.upstream_offset if i.checkpoint else None,
                                precise_offset=proof.offset, proof=proof.rule, reason=proof.reason,
-                               offset=proof.offset if proof.proven else mm2)
-    if proof.offset is not None:
-        row.precise_re_read, row.precise_skip = 0, 0
-        if mm2 is not None:
-            n = target.count(min(mm2, proof.offset), max(mm2, proof.offset))
-            if n is not None:
-                row.mm2_re_read, row.mm2_skip = (n, 0) if mm2 <= proof.offset else (0, n)
+                               sync_offset=sync_position(window, target_marks))
+
+    def counts(x: int) -> tuple[Count, Count]:
+        return position_counts(x, c, proof.offset, syncs, source, target, target_marks)
+
+    if mm2 is not None:
+        row.mm2_re_read, row.mm2_skip = counts(mm2)
+    candidates = [(x, rule, *counts(x)) for x, rule in ((mm2, "checkpoint"), (row.sync_offset, "offset-sync"),
+                                                        (target_marks.low, "earliest")) if x is not None]
+    safe = [cand for cand in candidates if cand[3] == ZERO]
+    # The highest position that provably skips nothing (fewest re-reads); if none is proven safe, the lowest.
+    best = max(safe, key=lambda cand: cand[0]) if safe else min(candidates, key=lambda cand: cand[0])
+    row.fallback_offset, row.fallback_rule, row.fallback_re_read, row.fallback_skip = best
+    if proof.proven:
+        row.offset, row.re_read, row.skip = proof.offset, ZERO, ZERO
+    else:
+        row.offset, row.re_read, row.skip = best[0], best[2], best[3]
     return row
 
 
 __all__ = ["prove", "translate_precise", "PreciseReport", "PartitionTranslation", "TranslationTotals",
-           "PartitionData", "Marks", "Rec", "Proof", "read_partitions", "merge_ranges"]
+           "PartitionData", "Marks", "Rec", "Proof", "read_partitions", "merge_ranges", "position_counts",
+           "sync_position"]

@@ -26,6 +26,7 @@ from typing import Any
 from mirrorbook.clients import Clients
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.internal_topics import read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Rec, read_partitions, translate_precise
@@ -108,22 +109,27 @@ def back_rows(clients: Clients, original: FlowSpec, back: dict[str, dict[TP, int
 
     rows = []
     for (g, tp), (orig, p, low, rev) in sorted(plans.items()):
+        marks = orig_marks[orig]
         row = PlanRow(group=g, source_topic=tp.topic, target_topic=orig.topic, partition=tp.partition,
-                      source_offset=p, offset=orig_marks[orig].low, method="fallback:earliest", skip=0,
+                      source_offset=p, offset=marks.low, method="fallback:earliest", skip=ZERO,
+                      re_read=Count.between(0, marks.high - marks.low),
                       note="nothing consumed on the remote topic, or no offset-sync at or below it: "
                            "starts at the earliest offset (re-reads, never skips)")
         if rev:
-            x, u_lo, _ = rev
+            x, u_lo, u_hi = rev
+            # Everything the group had not read lies after x; what it re-reads lies before the next sync.
             row.offset, row.method, row.mm2_offset = x, "reverse:sync", x
+            row.re_read = Count.between(0, (u_hi if u_hi is not None else marks.high) - x)
             row.note = "from the original flow's offset-syncs (never skips; not verified by content)"
-            row.skip = 0
             if translation == "precise":
-                _prove_back(row, tp, p, x, u_lo, from_data.get(tp), to_data.get(orig))
+                _prove_back(row, tp, p, x, u_lo, u_hi if u_hi is not None else marks.high, from_data.get(tp),
+                            to_data.get(orig))
         rows.append(row)
     return rows
 
 
-def _prove_back(row: PlanRow, remote: TP, p: int, x: int, u_lo: int, from_part: Any, to_part: Any) -> None:
+def _prove_back(row: PlanRow, remote: TP, p: int, x: int, u_lo: int, ceiling: int, from_part: Any,
+                to_part: Any) -> None:
     """Content proof that A's record x-1 is the copy of B's record p-1 (the group's last consumed)."""
     last = from_part.slice(p - 1, p) if from_part else []
     if not last:
@@ -133,14 +139,15 @@ def _prove_back(row: PlanRow, remote: TP, p: int, x: int, u_lo: int, from_part: 
     window: list[Rec] = to_part.slice(u_lo, 1 << 62) if to_part else []
     at = [r for r in window if r.offset == x - 1]
     if at and at[0].content == content:
-        row.method, row.precise_offset, row.re_read, row.note = "reverse:aligned", x, 0, None
+        row.method, row.precise_offset, row.re_read, row.note = "reverse:aligned", x, ZERO, None
         return
     matches = [r for r in window if r.content == content]
     if len(matches) == 1:
         row.offset = row.precise_offset = matches[0].offset + 1
-        row.method, row.re_read, row.note = "reverse:unique-match", 0, None
+        row.method, row.re_read, row.note = "reverse:unique-match", ZERO, None
         return
     row.offset = u_lo  # the anchor itself: re-reads more, still never skips
+    row.re_read = Count.between(x - 1 - u_lo, ceiling - u_lo)
     row.note = (f"not proven ({len(matches)} records in the window carry the content of {remote}@{p - 1}): "
                 "resumes at the offset-sync anchor")
 

@@ -10,6 +10,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectError
 from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
@@ -174,6 +175,10 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
     return out
 
 
+def _range(low: int, high: int | None) -> str:
+    return str(Count.between(low, high))
+
+
 def render_report(report: dict[str, Any]) -> str:
     lines = [f"{report.get('direction', 'move')} of {report.get('flow')} "
              f"({report.get('mode')}, translation={report.get('translation')}): "
@@ -182,8 +187,10 @@ def render_report(report: dict[str, Any]) -> str:
     totals = report.get("plan") or {}
     if totals:
         lines.append(f"  {totals['groups']} group(s), {totals['partitions']} partition(s): re-read "
-                     f"{totals['re_read']}, skipped {totals['skipped']}, not countable {totals['uncounted']}; "
-                     f"methods {totals['methods']}")
+                     f"{_range(totals['re_read'], totals['re_read_max'])}, skipped "
+                     f"{_range(totals['skipped'], totals['skipped_max'])}"
+                     + (f" ({totals['bounded']} row(s) bounded, not counted exactly)" if totals['bounded'] else "")
+                     + f"; methods {totals['methods']}")
     if report.get("rpo"):
         lines.append(f"  RPO ({report['rpo']['kind']}): {report['rpo']['records']} record(s) not replicated — "
                      f"{report['rpo']['basis']}")
@@ -192,8 +199,8 @@ def render_report(report: dict[str, Any]) -> str:
         lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")
     for r in report.get("rows", [])[:200]:
         lines.append(f"    {r['group']:<24} {r['target_topic']}-{r['partition']:<3} offset {r['offset']:<8} "
-                     f"({r['method']}) re-read {r['re_read'] if r['re_read'] is not None else '?'} "
-                     f"skip {r['skip'] if r['skip'] is not None else '?'}")
+                     f"({r['method']}) re-read {Count.model_validate(r['re_read'])} "
+                     f"skip {Count.model_validate(r['skip'])}")
     for n in report.get("notes", []):
         lines.append(f"  note: {n}")
     return "\n".join(lines)

@@ -177,9 +177,16 @@ def translate(rb: Runbook, clients: Clients, move: Move,
             t0 = time.monotonic()
             plan = compute(rb, clients, move, groups)
             step.note(translate_s=round(time.monotonic() - t0, 3))
-            if plan.skipping():
-                bad = ", ".join(f"{r.group} {r.target_topic}-{r.partition} (skip {r.skip})" for r in plan.skipping())
-                raise VerifyFailed(f"The translation would skip records: {bad}; nothing was written")
+            skipping = plan.skipping()
+            if skipping:
+                bad = ", ".join(f"{r.group} {r.target_topic}-{r.partition} (skip {r.skip}, {r.method})"
+                                for r in skipping[:20]) + (f" (+{len(skipping) - 20} more)" if len(skipping) > 20 else "")
+                step.note(skipping=[r.model_dump(mode="json") for r in skipping[:50]])
+                if not move.params.allow_skips:
+                    raise VerifyFailed(f"The plan would skip records: {bad}. Nothing was written.",
+                                       "use translation=precise (it never skips) or, to accept the loss, "
+                                       "re-run with allow_skips=true")
+                plan.notes.append(f"allow_skips: {len(skipping)} row(s) may skip records: {bad}")
             rb.progress_set(PLAN_KEY, plan.model_dump(mode="json"))
         step.settle(plan.totals())
         step.note(groups=plan.groups, notes=plan.notes)

@@ -337,11 +337,32 @@ def accepted_values(model: type[BaseModel], field: str) -> list[str]:
     return [json.dumps(v) if not isinstance(v, str) else v for v in prop.get("enum", [])]
 
 
-# The runbook DAGs and the model each one's form is generated from (the drill and the health check keep
-# their models beside their logic: runbooks/drill.py, runbooks/health).
+# The runbook DAGs and the model each one's form is generated from.
 RUNBOOKS: dict[str, type[FormParams]] = {
     "mm2_pause_resume": PauseResumeParams,
     "mm2_offsets": OffsetsParams,
     "mm2_failover": FailoverParams,
     "mm2_failback": FailbackParams,
 }
+
+
+def model_of(dag_id: str) -> type[FormParams] | None:
+    """The parameters model of one of mirrorbook's DAGs, or None for a DAG that is not ours. (The drill and
+    the health check keep their models beside their logic, which imports this module: imported here late.)"""
+    if dag_id in RUNBOOKS:
+        return RUNBOOKS[dag_id]
+    if dag_id == "dr_drill":
+        from mirrorbook.runbooks.drill import DrillParams
+        return DrillParams
+    if dag_id == "mm2_health_check":
+        from mirrorbook.runbooks.health import HealthParams
+        return HealthParams
+    return None
+
+
+def check_conf(dag_id: str, conf: Mapping[str, Any]) -> None:
+    """What can be refused about a run's conf without the topology: its sizes and its keys."""
+    model = model_of(dag_id)
+    if model is not None:
+        check_sizes(model, conf)
+        refuse_unknown(model, conf.keys())

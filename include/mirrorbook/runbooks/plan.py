@@ -17,6 +17,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import CheckpointLog
 from mirrorbook.mm2.policy import ReplicationPolicy
+from mirrorbook.mm2.counts import ZERO, Count, total
 from mirrorbook.mm2.precise import PreciseReport
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 
@@ -31,11 +32,11 @@ class PlanRow(BaseModel):
     partition: int
     source_offset: int | None  # its committed offset on the cluster it leaves (None: unknown, unplanned)
     offset: int                # what is written on the new cluster
-    method: str                # precise:<rule> | mm2 | reverse:<rule> | fallback:earliest
+    method: str                # precise:<rule> | mm2 | reverse:<rule> | fallback:<checkpoint|offset-sync|earliest>
     mm2_offset: int | None = None
     precise_offset: int | None = None
-    re_read: int | None = None  # records the group reads again from `offset` (None: cannot be counted)
-    skip: int | None = None     # records the group would never read from `offset` (must be 0)
+    re_read: Count = ZERO      # records the group reads again from `offset`: exact, or bounded
+    skip: Count = ZERO         # records the group would never read from `offset` (must be 0)
     note: str | None = None
 
     @property
@@ -62,18 +63,21 @@ class TranslationPlan(BaseModel):
         return {g: o for g, o in out.items() if o}
 
     def totals(self) -> dict[str, Any]:
-        counted = [r for r in self.rows if r.re_read is not None]
+        """Sums that stay honest: `re_read`/`skipped` are exact when `*_max` equals them; `bounded` rows
+        contribute a range (`*_max` None: no upper bound known)."""
+        re_read, skip = total(r.re_read for r in self.rows), total(r.skip for r in self.rows)
         return {
             "groups": len({r.group for r in self.rows}),
             "partitions": len(self.rows),
-            "re_read": sum(r.re_read or 0 for r in counted),
-            "skipped": sum(r.skip or 0 for r in self.rows if r.skip is not None),
-            "uncounted": len(self.rows) - len(counted),
+            "re_read": re_read.low, "re_read_max": re_read.high,
+            "skipped": skip.low, "skipped_max": skip.high,
+            "bounded": sum(not (r.re_read.is_exact and r.skip.is_exact) for r in self.rows),
             "methods": _count(r.method for r in self.rows),
         }
 
     def skipping(self) -> list[PlanRow]:
-        return [r for r in self.rows if r.skip]
+        """Rows whose offset may start past records the group has not read."""
+        return [r for r in self.rows if r.skip.may_be_positive]
 
 
 def _count(items: Iterable[str]) -> dict[str, int]:
@@ -90,20 +94,33 @@ def managed_groups(admin: KafkaAdmin, regex: str) -> list[str]:
 
 
 def rows_from_precise(report: PreciseReport, translation: str) -> list[PlanRow]:
-    """Precise mode writes the proven offset (MM2's where not proven); mm2 mode writes MM2's."""
+    """Precise mode writes the proven offset, else the highest position that provably skips nothing;
+    mm2 mode writes MM2's checkpoint (and reports what it re-reads and skips), else that same fallback."""
     rows = []
     for r in report.rows:
-        if translation == "precise" and r.precise_offset is not None:
-            offset, method, re_read, skip = r.precise_offset, f"precise:{r.proof}", 0, 0
-        elif r.mm2_offset is not None:
-            offset, method, re_read, skip = r.mm2_offset, "mm2", r.mm2_re_read, r.mm2_skip
+        if translation == "precise" and r.proven:
+            offset, method, re_read, skip, note = r.offset, f"precise:{r.proof}", r.re_read, r.skip, None
+        elif translation == "mm2" and r.mm2_offset is not None:
+            offset, method, re_read, skip = r.mm2_offset, "mm2", r.mm2_re_read or ZERO, r.mm2_skip or ZERO
+            note = (f"MM2's checkpoint was made for source offset {r.checkpoint_upstream}, past the group's "
+                    f"{r.source_offset}: it skips {skip} record(s)") if skip.may_be_positive else None
         else:
-            continue  # left for the earliest-offset fallback
+            offset, method = r.fallback_offset, f"fallback:{r.fallback_rule}"
+            re_read, skip = r.fallback_re_read or ZERO, r.fallback_skip or ZERO
+            note = (f"not proven ({r.reason}): " if translation == "precise" else "no MM2 checkpoint: ") + \
+                FALLBACK_NOTES[r.fallback_rule or "earliest"]
         rows.append(PlanRow(group=r.group, source_topic=r.source_topic, target_topic=r.target_topic,
                             partition=r.partition, source_offset=r.source_offset, offset=offset, method=method,
                             mm2_offset=r.mm2_offset, precise_offset=r.precise_offset, re_read=re_read, skip=skip,
-                            note=None if r.precise_offset is not None else f"not proven: {r.reason}"))
+                            note=note))
     return rows
+
+
+FALLBACK_NOTES = {
+    "checkpoint": "MM2's checkpoint, made at or before the group's offset (re-reads, never skips)",
+    "offset-sync": "MM2's offset-syncs: the newest sync at or below the group's offset (re-reads, never skips)",
+    "earliest": "the partition's start on the target (re-reads everything it holds, never skips)",
+}
 
 
 def rows_from_checkpoints(log: CheckpointLog, groups: list[str], policy: ReplicationPolicy,
@@ -117,8 +134,8 @@ def rows_from_checkpoints(log: CheckpointLog, groups: list[str], policy: Replica
         source_topic = policy.source_topic_of(topic, source_alias) or topic
         rows.append(PlanRow(group=group, source_topic=source_topic, target_topic=topic, partition=partition,
                             source_offset=cp.upstream_offset, offset=cp.downstream_offset, method="mm2",
-                            mm2_offset=cp.downstream_offset, re_read=None, skip=0,
-                            note="checkpoint: skip 0 relative to the last checkpoint; re-reads not countable"))
+                            mm2_offset=cp.downstream_offset, re_read=Count.between(0, None), skip=ZERO,
+                            note="checkpoint: skip 0 relative to the last checkpoint; re-reads not bounded"))
     return rows
 
 
@@ -130,9 +147,10 @@ def add_earliest_fallback(rows: list[PlanRow], wanted: dict[str, dict[TP, int | 
     missing = [(g, tp, src) for g, tps in wanted.items() for tp, src in tps.items() if (g, tp) not in have]
     if not missing:
         return rows
-    lows = {tp: w.low for tp, w in target_admin.watermarks({tp for _, tp, _ in missing}).items()}
+    marks = target_admin.watermarks({tp for _, tp, _ in missing})
     for g, tp, src in sorted(missing):
         rows.append(PlanRow(group=g, source_topic="?", target_topic=tp.topic, partition=tp.partition,
-                            source_offset=src, offset=lows[tp], method="fallback:earliest", skip=0,
-                            note="no checkpoint and no proof: starts at the earliest offset (re-reads, never skips)"))
+                            source_offset=src, offset=marks[tp].low, method="fallback:earliest", skip=ZERO,
+                            re_read=Count.between(0, marks[tp].high - marks[tp].low),
+                            note="no checkpoint and no proof: " + FALLBACK_NOTES["earliest"]))
     return rows

@@ -1,0 +1,65 @@
+"""A number of records that is either known exactly or bounded — never a bare "0" for what was not counted.
+
+Moving a consumer group to another cluster re-reads some records and must skip none. Where mirrorbook
+can count them (both sides read, the group's next record matched by content) the count is exact; where
+it cannot (the source is gone, the window was not read), it is a bound derived from what is known —
+MM2's offset-syncs, the target's offsets — and says so. Sums of counts stay honest: a total of exact
+and bounded counts is bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Count(BaseModel):
+    """low <= n <= high; `high` None: no upper bound known. Exact when low == high."""
+
+    model_config = ConfigDict(frozen=True)
+    low: int = 0
+    high: int | None = 0
+
+    @classmethod
+    def exact(cls, n: int) -> "Count":
+        return cls(low=n, high=n)
+
+    @classmethod
+    def between(cls, low: int, high: int | None) -> "Count":
+        low = max(0, low)
+        return cls(low=low, high=None if high is None else max(low, high))
+
+    @property
+    def is_exact(self) -> bool:
+        return self.high == self.low
+
+    @property
+    def value(self) -> int | None:
+        """The count when it is exact, else None."""
+        return self.low if self.is_exact else None
+
+    @property
+    def may_be_positive(self) -> bool:
+        return self.high is None or self.high > 0
+
+    def __add__(self, other: "Count") -> "Count":
+        high = None if self.high is None or other.high is None else self.high + other.high
+        return Count(low=self.low + other.low, high=high)
+
+    def __str__(self) -> str:
+        if self.is_exact:
+            return f"{self.low}"
+        if self.high is None:
+            return f"at least {self.low}"
+        return f"{self.low}–{self.high}" if self.low else f"at most {self.high}"
+
+
+def total(counts: Iterable[Count]) -> Count:
+    out = Count.exact(0)
+    for c in counts:
+        out = out + c
+    return out
+
+
+ZERO = Count.exact(0)

@@ -4,10 +4,15 @@ A `Resolver` turns topology aliases into client settings. The CLI and tests use 
 written in the topology file (`TopologyResolver`); under Airflow, `mirrorbook.airflow.hooks` resolves
 the same aliases through Airflow connections. Everything above this module asks a resolver, never
 a file or a connection directly.
+
+`Clients.per_pass()` is the view one pass over many flows uses (the health check): one admin per
+Kafka cluster, whichever aliases name it, and one topic listing each.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any, Protocol
 
 from mirrorbook.connect import AsyncConnectClient, ConnectClient, ConnectSettings
@@ -54,6 +59,7 @@ class Clients:
         self.resolver = resolver
         self.topology = resolver.topology
         self._admins: dict[str, KafkaAdmin] = {}
+        self._admins_lock = threading.Lock()  # flows of one pass ask from worker threads
 
     def connect(self, flow: FlowSpec, **kw: Any) -> ConnectClient:
         return ConnectClient(self.resolver.connect_settings(flow.connect_cluster), **kw)
@@ -65,6 +71,43 @@ class Clients:
         return self.resolver.kafka_config(alias)
 
     def admin(self, alias: str) -> KafkaAdmin:
-        if alias not in self._admins:
-            self._admins[alias] = KafkaAdmin(self.resolver.kafka_config(alias))
-        return self._admins[alias]
+        """The alias's admin, made once (`new_admin`) and kept."""
+        with self._admins_lock:
+            if alias not in self._admins:
+                self._admins[alias] = self.new_admin(alias)
+            return self._admins[alias]
+
+    def new_admin(self, alias: str) -> KafkaAdmin:
+        """How an alias's admin is made; `admin` keeps it."""
+        return KafkaAdmin(self.kafka_config(alias))
+
+    def per_pass(self) -> Clients:
+        """These clients for one pass over many flows; see `PassClients`."""
+        return PassClients(self)
+
+
+class PassClients(Clients):
+    """`base`'s clients for one pass over many flows: its Connect clients and settings as they are; one admin
+    per distinct Kafka client config — aliases with the same config are the same cluster and share it, with
+    its connections — made by `base` and listing topics once for the whole pass (`KafkaAdmin.per_pass`).
+    Make one per pass: a listing kept longer would hide topics created since."""
+
+    def __init__(self, base: Clients) -> None:
+        super().__init__(base.resolver)
+        self.base = base
+        self._by_config: dict[str, KafkaAdmin] = {}
+
+    def connect(self, flow: FlowSpec, **kw: Any) -> ConnectClient:
+        return self.base.connect(flow, **kw)
+
+    def async_connect(self, flow: FlowSpec, **kw: Any) -> AsyncConnectClient:
+        return self.base.async_connect(flow, **kw)
+
+    def kafka_config(self, alias: str) -> dict[str, Any]:
+        return self.base.kafka_config(alias)
+
+    def new_admin(self, alias: str) -> KafkaAdmin:
+        key = json.dumps(self.kafka_config(alias), sort_keys=True, default=str)  # a dict key, never shown
+        if key not in self._by_config:  # `admin` holds the lock
+            self._by_config[key] = self.base.admin(alias).per_pass()
+        return self._by_config[key]

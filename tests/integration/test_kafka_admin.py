@@ -1,13 +1,18 @@
-"""KafkaAdmin against a real broker: batched watermarks and committed offsets, group states, guarded writes."""
+"""KafkaAdmin against a real broker: batched watermarks, offsets by time and committed offsets, group states,
+guarded writes; the per-pass views of an admin and of Clients (one listing, one admin per cluster)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from confluent_kafka import Producer
 
+from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import GroupActive, KafkaAdmin
 from mirrorbook.kafka.types import TP
+from mirrorbook.topology import Topology
 from tests.helpers import ActiveConsumer
 
 pytestmark = pytest.mark.integration
@@ -27,6 +32,47 @@ def test_watermarks_and_last_stable_offset_in_one_batch(admin_a, bootstrap_a, un
     assert {tp.partition: (w.low, w.high) for tp, w in marks.items()} == {0: (0, 45), 1: (0, 40), 2: (0, 40)}
     assert marks[TP(topic, 0)].lso == 40 and marks[TP(topic, 1)].lso == 40
     p.abort_transaction()
+
+
+def test_offsets_for_times_in_one_batch(admin_a, bootstrap_a, unique):
+    topic = f"ts-{unique}"
+    admin_a.create_topics({topic: 2})
+    base = int(time.time() * 1000) - 60_000  # recent: no retention or timestamp bound applies
+    p = Producer({"bootstrap.servers": bootstrap_a})
+    for i in range(10):
+        p.produce(topic, b"v", partition=0, timestamp=base + i * 1000)
+    p.flush()
+    tps = [TP(topic, 0), TP(topic, 1)]
+    assert admin_a.offsets_for_times(tps, base - 1) == {TP(topic, 0): 0, TP(topic, 1): -1}  # 1 is empty
+    assert admin_a.offsets_for_times(tps, base + 4500)[TP(topic, 0)] == 5  # first record at or after
+    assert admin_a.offsets_for_times(tps, base + 5000)[TP(topic, 0)] == 5
+    assert admin_a.offsets_for_times(tps, base + 9001)[TP(topic, 0)] == -1  # nothing that recent
+    assert admin_a.offsets_for_times([], base) == {}
+
+
+def test_a_per_pass_admin_lists_topics_once_on_the_same_connections(bootstrap_a, unique):
+    base = KafkaAdmin(bootstrap_a)
+    view = base.per_pass()
+    assert view.client is base.client
+    listed = view.topics()
+    base.create_topics({f"{unique}-late": 1})
+    assert f"{unique}-late" in base.topics()
+    assert view.topics() == listed and view.cluster_id() == base.cluster_id()  # the pass keeps its listing
+    view.create_topics({f"{unique}-own": 1})  # ...unless it creates topics itself
+    assert {f"{unique}-late", f"{unique}-own"} <= set(view.topics())
+
+
+def test_per_pass_clients_share_one_admin_per_cluster_config(topology: Topology, unique):
+    """Alias X names cluster A with the same client config: one pass gives both one admin, one listing."""
+    with_alias = topology.model_copy(update={"clusters": {**topology.clusters, "X": topology.clusters["A"]}})
+    clients = Clients(TopologyResolver(with_alias))
+    one = clients.per_pass()
+    assert one.admin("A") is one.admin("X") and one.admin("A") is not one.admin("B")
+    assert one.admin("X").client is clients.admin("A").client  # the base's connections
+    one.admin("X").topics()
+    clients.admin("A").create_topics({f"{unique}-t": 1})
+    assert f"{unique}-t" not in one.admin("A").topics()  # listed once for the pass
+    assert f"{unique}-t" in clients.per_pass().admin("X").topics()  # the next pass lists again
 
 
 def test_committed_offsets_and_states_of_many_groups(admin_a, bootstrap_a, unique):

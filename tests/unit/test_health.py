@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from confluent_kafka import Message
 
 from mirrorbook.audit import MetricsSample
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowStatus, PartitionLag
 from mirrorbook.mm2.records import Checkpoint, Heartbeat
 from mirrorbook.runbooks.health import (FlowHealth, GroupCheckpointHealth, HealthParams, TargetFreshness,
-                                        evaluate, failed_roles, group_checkpoints, scan_freshness)
+                                        evaluate, failed_roles, group_checkpoints, scan_target)
 from mirrorbook.runbooks.params import InvalidParams, parse
 from mirrorbook.topology import FlowSpec, KafkaClusterSpec, ConnectClusterSpec, Topology
 
@@ -22,19 +22,11 @@ TOPOLOGY = Topology(clusters={"A": KafkaClusterSpec(connection_id="a"), "B": Kaf
                     connect_clusters={"B": ConnectClusterSpec(connection_id="c")}, flows=[FLOW])
 
 
-@dataclass
-class Msg:
-    """What scan_freshness reads of a confluent_kafka Message."""
+CHECKPOINTS = "A.checkpoints.internal"
 
-    _topic: str
-    _key: bytes | None
-    _value: bytes | None
-    _ts: int
 
-    def topic(self) -> str: return self._topic
-    def key(self) -> bytes | None: return self._key
-    def value(self) -> bytes | None: return self._value
-    def timestamp(self) -> tuple[int, int]: return (1, self._ts)
+def msg(topic: str, key: bytes | None, value: bytes | None, ts: int) -> Message:
+    return Message(topic=topic, partition=0, offset=0, key=key, value=value, timestamp=(1, ts))
 
 
 def _ms(dt: datetime) -> int:
@@ -67,31 +59,33 @@ def _health(**kw) -> FlowHealth:
 
 
 def test_scan_keeps_the_newest_heartbeat_per_pair_and_the_newest_checkpoint_per_group():
-    def hb(s: str, t: str, at: datetime) -> Msg:
+    def hb(s: str, t: str, at: datetime) -> Message:
         r = Heartbeat(s, t, _ms(at))
-        return Msg("heartbeats", r.key_bytes(), r.value_bytes(), _ms(at))
+        return msg("heartbeats", r.key_bytes(), r.value_bytes(), _ms(at))
 
-    def cp(g: str, p: int, up: int, at: datetime) -> Msg:
+    def cp(g: str, p: int, up: int, at: datetime) -> Message:
         r = Checkpoint(g, "A.orders", p, up, up)
-        return Msg("A.checkpoints.internal", r.key_bytes(), r.value_bytes(), _ms(at))
+        return msg(CHECKPOINTS, r.key_bytes(), r.value_bytes(), _ms(at))
 
     old, new = NOW - timedelta(seconds=30), NOW - timedelta(seconds=2)
     msgs = [hb("A", "B", new), hb("A", "B", old), hb("C", "B", old),
             cp("g1", 0, 10, old), cp("g1", 0, 12, new), cp("g2", 1, 5, old),
-            Msg("A.checkpoints.internal", b"\xff", b"", 0), Msg("heartbeats", b"x", None, 0)]
-    out = scan_freshness(msgs, {"heartbeats"}, TargetFreshness(cluster="B"))
+            msg(CHECKPOINTS, b"\xff", b"", 0), msg("heartbeats", b"x", None, 0)]
+    out = scan_target(msgs, {"heartbeats"}, {CHECKPOINTS}, TargetFreshness(cluster="B"))
     assert out.heartbeats == {("A", "B"): _ms(new), ("C", "B"): _ms(old)}
-    groups = out.checkpoints["A.checkpoints.internal"]
-    assert groups["g1"].newest_ms == _ms(new) and groups["g1"].upstream() == {("A.orders", 0): 12}
-    assert groups["g2"].upstream() == {("A.orders", 1): 5}
+    log = out.checkpoints[CHECKPOINTS]
+    upstream = {g: {(tp.topic, tp.partition): c.upstream_offset for tp, c in cps.items()}
+                for g, cps in log.by_group().items()}
+    assert log.newest_ms()["g1"] == _ms(new) and upstream["g1"] == {("A.orders", 0): 12}
+    assert upstream["g2"] == {("A.orders", 1): 5}
     assert out.malformed == 2
 
 
 def _target(upstream: dict[tuple[str, int], int], at: datetime) -> TargetFreshness:
     out = TargetFreshness(cluster="B", topics={"A.orders": 2})
-    msgs = [Msg("A.checkpoints.internal", Checkpoint("g", t, p, up, up).key_bytes(),
+    msgs = [msg(CHECKPOINTS, Checkpoint("g", t, p, up, up).key_bytes(),
                 Checkpoint("g", t, p, up, up).value_bytes(), _ms(at)) for (t, p), up in upstream.items()]
-    return scan_freshness(msgs, set(), out)
+    return scan_target(msgs, set(), {CHECKPOINTS}, out)
 
 
 def test_an_idle_group_is_old_but_not_behind():

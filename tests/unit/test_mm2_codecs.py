@@ -20,8 +20,9 @@ VECTOR_VALUE = (bytes.fromhex("0000")                 # version 0
                 + bytes.fromhex("000a") + b"metadata-6")
 
 
-def msg(key: bytes | None, value: bytes | None, offset: int = 0, topic: str = "A.checkpoints.internal") -> Message:
-    return Message(topic=topic, partition=0, offset=offset, key=key, value=value)
+def msg(key: bytes | None, value: bytes | None, offset: int = 0, topic: str = "A.checkpoints.internal",
+        ts: int = 0) -> Message:
+    return Message(topic=topic, partition=0, offset=offset, key=key, value=value, timestamp=(1, ts))
 
 
 def test_checkpoint_vector_is_byte_exact():
@@ -121,6 +122,34 @@ def test_scan_offset_syncs_and_heartbeats_skip_malformed():
     hlog = it.scan_heartbeats(iter(beats), "heartbeats")
     assert (hlog.records, hlog.malformed) == (4, 2)
     assert hlog.latest() == {("A", "B"): Heartbeat("A", "B", 9)}
+
+
+def test_one_read_of_several_topics_feeds_each_scanner_in_runs_decoding_each_key_once(monkeypatch):
+    """One consumer reading a heartbeats and a checkpoints topic hands out their records interleaved. Fed
+    run by run, each scanner ends where a read of its own topic would; a checkpoint key is decoded once
+    however many runs it comes back in."""
+    cps = "A.checkpoints.internal"
+    g0, g1, h = Checkpoint("g", "A.t", 0, 10, 10), Checkpoint("g", "A.t", 0, 20, 19), Checkpoint("h", "A.t", 1, 5, 5)
+    hb1, hb2 = Heartbeat("A", "B", 100), Heartbeat("A", "B", 200)
+    records = [msg(g0.key_bytes(), g0.value_bytes(), 0, cps, ts=1000),
+               msg(hb1.key_bytes(), hb1.value_bytes(), 0, "heartbeats"),
+               msg(h.key_bytes(), h.value_bytes(), 1, cps, ts=1500),
+               msg(g0.key_bytes(), g0.value_bytes(), 2, cps, ts=2000),
+               msg(hb2.key_bytes(), hb2.value_bytes(), 1, "heartbeats"),
+               msg(g1.key_bytes(), g1.value_bytes(), 3, cps, ts=3000)]
+    alone = it.scan_checkpoints(iter(r for r in records if r.topic() == cps), cps)
+
+    decoded: list[bytes] = []
+    real = it.decode_checkpoint_key
+    monkeypatch.setattr(it, "decode_checkpoint_key", lambda key: decoded.append(key) or real(key))
+    scanners = {cps: it.CheckpointScanner(cps), "heartbeats": it.HeartbeatScanner("heartbeats")}
+    it.scan_topics(iter(records), scanners)
+    log = scanners[cps].result()
+    assert log == alone and log.records == 4
+    assert log.offsets() == {"g": {TP("A.t", 0): 19}, "h": {TP("A.t", 1): 5}}
+    assert log.newest_ms() == {"g": 3000, "h": 1500}  # the record time of each group's newest checkpoint
+    assert sorted(decoded) == sorted([g0.key_bytes(), h.key_bytes()])
+    assert scanners["heartbeats"].result().latest() == {("A", "B"): hb2}
 
 
 def test_internal_topic_names():

@@ -1,17 +1,22 @@
 """Kafka admin operations mirrorbook needs, batched: every per-item request is issued at once and
 awaited together, so cost grows with round trips, not with the number of groups or partitions.
+
+`KafkaAdmin.per_pass()` is the same admin for one pass over many flows: one topic listing for all of them.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    ClusterMetadata,
     ConfigResource,
     NewTopic,
     OffsetSpec,
@@ -71,6 +76,25 @@ def _state_name(state: Any) -> str:
     return "UNKNOWN_ABSENT" if name == "UNKNOWN" else name
 
 
+class _Once:
+    """A value the first caller makes and every later (or concurrent) caller shares. A failure is not
+    kept: the next caller asks again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: Any = None
+
+    def get(self, make: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._value is None:
+                self._value = make()
+            return self._value
+
+    def forget(self) -> None:
+        with self._lock:
+            self._value = None
+
+
 class KafkaAdmin:
     """Admin client for one cluster. `config` is librdkafka config (bootstrap.servers, security, SASL)."""
 
@@ -78,6 +102,17 @@ class KafkaAdmin:
         self.config = client_config(config)
         self.timeout = request_timeout_s
         self._client: AdminClient | None = None
+        self._pass_listing: _Once | None = None  # set on a per-pass view only
+
+    def per_pass(self) -> KafkaAdmin:
+        """This admin for one pass over many flows: the same connections, and ONE topic listing (a metadata
+        request covering every topic) taken by the first caller and shared by all — `topics`, `partitions`
+        and `cluster_id` answer from it, so every flow of the pass sees the same listing. Offsets and groups
+        are asked afresh as always. Topics created through the view drop the listing."""
+        self._connect()  # before the copy: the view shares these connections
+        view = copy.copy(self)
+        view._pass_listing = _Once()
+        return view
 
     @property
     def bootstrap(self) -> str:
@@ -85,6 +120,9 @@ class KafkaAdmin:
 
     @property
     def client(self) -> AdminClient:
+        return self._connect()
+
+    def _connect(self) -> AdminClient:
         if self._client is None:
             self._client = AdminClient(dict(self.config))
         return self._client
@@ -100,13 +138,19 @@ class KafkaAdmin:
         except KafkaException:
             return False
 
+    def _metadata(self) -> ClusterMetadata:
+        """Every topic's metadata (one request); on a per-pass view, the pass's one listing."""
+        return self._list_all() if self._pass_listing is None else self._pass_listing.get(self._list_all)
+
+    def _list_all(self) -> ClusterMetadata:
+        return self.client.list_topics(timeout=self.timeout)
+
     def cluster_id(self) -> str | None:
-        return self.client.list_topics(timeout=self.timeout).cluster_id
+        return self._metadata().cluster_id
 
     def topics(self, include_internal: bool = False) -> dict[str, int]:
         """Topic → partition count."""
-        md = self.client.list_topics(timeout=self.timeout)
-        return {t: len(m.partitions) for t, m in md.topics.items()
+        return {t: len(m.partitions) for t, m in self._metadata().topics.items()
                 if include_internal or not t.startswith("__")}
 
     def partitions(self, topics: Iterable[str]) -> list[TP]:
@@ -135,6 +179,8 @@ class KafkaAdmin:
             except KafkaException as exc:
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise KafkaAdminError(f"Could not create topic {t}: {exc.args[0].str()}") from exc
+        if self._pass_listing is not None:
+            self._pass_listing.forget()
         self._wait_leaders(list(specs))
         return created
 
@@ -194,6 +240,11 @@ class KafkaAdmin:
 
     def high_watermarks(self, tps: Iterable[TP]) -> dict[TP, int]:
         return self._list_offsets(list(tps), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+
+    def offsets_for_times(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int]:
+        """Per partition, the first offset whose record timestamp is at or after `timestamp_ms` (Kafka's
+        offsetsForTimes, one batch); -1 where no record is that recent."""
+        return self._list_offsets(list(tps), OffsetSpec.for_timestamp(timestamp_ms), IsolationLevel.READ_UNCOMMITTED)
 
     # -- groups -------------------------------------------------------------------------------------
     def list_groups(self) -> dict[str, str]:

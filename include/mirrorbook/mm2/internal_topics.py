@@ -8,7 +8,9 @@ record must not block a failover.
 Decoding is hand-rolled on `struct` rather than `records.*.decode` because the checkpoints topic of
 a busy cluster holds millions of records: per record we do one dict lookup on the raw key (keys
 repeat, so each distinct key is decoded once) and a length/version check of the value; values are
-fully decoded only for the last checkpoint per (group, topic, partition). Semantics match Kafka's
+fully decoded only for the last checkpoint per (group, topic, partition). The scanners take records in
+runs (`feed`), so one consumer can read several of these topics at once (`scan_topics`: the health
+check reads a target's heartbeats and checkpoints topics together). Semantics match Kafka's
 `Checkpoint/OffsetSync/Heartbeat.deserializeRecord`: trailing bytes are ignored, malformed UTF-8 is
 replaced (Java's `new String(bytes, UTF_8)`); we are stricter in one place — a value version other
 than 0 is malformed (Kafka only `assert`s it), since a future layout must not be misread.
@@ -16,10 +18,12 @@ than 0 is malformed (Kafka only `assert`s it), since a future layout must not be
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Mapping
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 from confluent_kafka import Message
 
@@ -95,9 +99,17 @@ class CheckpointLog(TopicRead):
     """The last checkpoint per (group, target topic, partition) — Kafka's "last one wins" per group."""
 
     latest: dict[GroupKey, Checkpoint] = field(default_factory=dict)
+    written_ms: dict[GroupKey, int] = field(default_factory=dict)  # record timestamp of each `latest`
 
     def groups(self) -> set[str]:
         return {g for g, _, _ in self.latest}
+
+    def newest_ms(self) -> dict[str, int]:
+        """group → record timestamp of its newest checkpoint (-1: the records carry none)."""
+        out: dict[str, int] = {}
+        for (g, _, _), ms in self.written_ms.items():
+            out[g] = max(out.get(g, -1), ms)
+        return out
 
     def by_group(self) -> dict[str, dict[TP, Checkpoint]]:
         out: dict[str, dict[TP, Checkpoint]] = {}
@@ -211,30 +223,47 @@ def _records(config: Config, topic: str, timeout_s: float) -> Iterator[Message]:
     return read_ranges(config, {tp: (w.low, w.high) for tp, w in marks.items()}, timeout_s=timeout_s)
 
 
-def scan_checkpoints(messages: Iterator[Message], topic: str,
+class CheckpointScanner:
+    """Reduces checkpoint records, fed in one run or many, to the last one per (group, topic, partition)."""
+
+    def __init__(self, topic: str, group_filter: Callable[[str], bool] | None = None) -> None:
+        self._out = CheckpointLog(topic=topic)
+        self._filter = group_filter
+        self._keys: dict[bytes | None, Any] = {}  # raw key -> GroupKey, _FILTERED or None (malformed)
+        self._latest: dict[GroupKey, Message] = {}
+
+    def feed(self, messages: Iterable[Message]) -> None:
+        out, keys, latest, group_filter = self._out, self._keys, self._latest, self._filter
+        records = 0
+        for m in messages:
+            records += 1
+            k = m.key()
+            gk = keys.get(k, _MISSING)
+            if gk is _MISSING:
+                gk = keys[k] = _checkpoint_key(k, group_filter)
+            v = m.value()
+            if gk is None or not checkpoint_value_ok(v):
+                out._bad(m, _why_checkpoint(k, v))
+            elif gk is not _FILTERED:
+                latest[gk] = m
+        out.records += records
+
+    def result(self) -> CheckpointLog:
+        out = self._out
+        for gk, m in self._latest.items():
+            up, down, meta = decode_checkpoint_value(m.value())
+            out.latest[gk] = Checkpoint(gk[0], gk[1], gk[2], up, down, meta)
+            out.written_ms[gk] = m.timestamp()[1]
+        out._summary()
+        return out
+
+
+def scan_checkpoints(messages: Iterable[Message], topic: str,
                      group_filter: Callable[[str], bool] | None = None) -> CheckpointLog:
     """Reduce checkpoint records to the last one per (group, topic, partition), in one pass."""
-    out = CheckpointLog(topic=topic)
-    keys: dict[bytes | None, Any] = {}
-    latest: dict[GroupKey, bytes] = {}
-    records = 0
-    for m in messages:
-        records += 1
-        k = m.key()
-        gk = keys.get(k, _MISSING)
-        if gk is _MISSING:
-            gk = keys[k] = _checkpoint_key(k, group_filter)
-        v = m.value()
-        if gk is None or not checkpoint_value_ok(v):
-            out._bad(m, _why_checkpoint(k, v))
-        elif gk is not _FILTERED:
-            latest[gk] = v
-    out.records = records
-    for gk, v in latest.items():
-        up, down, meta = decode_checkpoint_value(v)
-        out.latest[gk] = Checkpoint(gk[0], gk[1], gk[2], up, down, meta)
-    out._summary()
-    return out
+    scanner = CheckpointScanner(topic, group_filter)
+    scanner.feed(messages)
+    return scanner.result()
 
 
 def _checkpoint_key(key: bytes | None, group_filter: Callable[[str], bool] | None) -> Any:
@@ -284,16 +313,42 @@ def read_offset_syncs(config: Config, source_alias: str, target_alias: str, *,
     return scan_offset_syncs(_records(config, topic, timeout_s), topic)
 
 
-def scan_heartbeats(messages: Iterator[Message], topic: str) -> HeartbeatLog:
-    out = HeartbeatLog(topic=topic)
-    for m in messages:
-        out.records += 1
-        try:
-            out.heartbeats.append(decode_heartbeat(m.key(), m.value()))
-        except (ValueError, IndexError, struct.error) as exc:
-            out._bad(m, f"heartbeat: {exc or 'truncated'}")
-    out._summary()
-    return out
+class HeartbeatScanner:
+    """Decodes heartbeat records, fed in one run or many."""
+
+    def __init__(self, topic: str) -> None:
+        self._out = HeartbeatLog(topic=topic)
+
+    def feed(self, messages: Iterable[Message]) -> None:
+        out = self._out
+        for m in messages:
+            out.records += 1
+            try:
+                out.heartbeats.append(decode_heartbeat(m.key(), m.value()))
+            except (ValueError, IndexError, struct.error) as exc:
+                out._bad(m, f"heartbeat: {exc or 'truncated'}")
+
+    def result(self) -> HeartbeatLog:
+        self._out._summary()
+        return self._out
+
+
+def scan_heartbeats(messages: Iterable[Message], topic: str) -> HeartbeatLog:
+    scanner = HeartbeatScanner(topic)
+    scanner.feed(messages)
+    return scanner.result()
+
+
+Scanner = CheckpointScanner | HeartbeatScanner
+_topic_of = operator.methodcaller("topic")
+
+
+def scan_topics(messages: Iterable[Message], scanners: Mapping[str, Scanner]) -> None:
+    """Feed records read from several MM2 topics by one consumer to each topic's scanner. A consumer hands
+    out a partition's records in runs, and each run goes to its scanner whole, so the per-record loop
+    stays the scanner's own."""
+    for topic, run in itertools.groupby(messages, key=_topic_of):
+        scanners[topic].feed(run)
 
 
 def read_heartbeats(config: Config, topic: str = HEARTBEATS, *, timeout_s: float = 60.0) -> HeartbeatLog:

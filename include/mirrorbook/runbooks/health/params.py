@@ -1,0 +1,54 @@
+"""The health check's parameters: the form, its defaults and the flows it selects."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from mirrorbook.bounds import shown
+from mirrorbook.mm2.flows import FlowState
+from mirrorbook.patterns import whole_id_matcher
+from mirrorbook.runbooks.params import FormParams, InvalidParams
+from mirrorbook.topology import FlowSpec, Topology
+
+FLOW_STATES = tuple(s.value for s in FlowState)
+
+
+class HealthParams(FormParams):
+    """The health check's form (and the scheduled run's defaults)."""
+
+    flows: str = Field(".*", title="Flows (regex)",
+                       description="whole-name regex of the flows to check, e.g. A->B; default: all")
+    restart_failed: bool = Field(False, title="Restart FAILED connectors/tasks",
+                                 description="restart FAILED connectors and FAILED tasks (audited); paused or "
+                                             "stopped connectors are never touched")
+    required_state: Literal["REPLICATING", "CONCERNING", "NOT_REPLICATING", "DISABLED"] = Field(
+        "REPLICATING", title="Required state", description="the KIP-1144 state every checked flow must be in")
+    max_lag: int = Field(10_000, ge=0, title="Max lag (records)", description="per partition")
+    max_heartbeat_age_s: float = Field(120.0, gt=0, title="Max heartbeat age (s)")
+    max_checkpoint_age_s: float = Field(600.0, gt=0, title="Max checkpoint staleness (s)",
+                                        description="how long a group may stay committed past its newest "
+                                                    "checkpoint")
+    restart_timeout_s: float = Field(60.0, gt=0, le=600, title="Restart timeout (s)",
+                                     description="how long a restarted connector may take to be RUNNING again")
+
+    @field_validator("flows", mode="before")
+    @classmethod
+    def _flows(cls, v: Any) -> Any:
+        return ".*" if v is None or (isinstance(v, str) and not v.strip()) else v
+
+    @property
+    def heartbeat_lookback_s(self) -> float:
+        return 2 * self.max_heartbeat_age_s
+
+    def check(self, topology: Topology) -> None:
+        self.select(topology)
+
+    def select(self, topology: Topology) -> list[FlowSpec]:
+        matches = whole_id_matcher(self.flows, "flows")
+        chosen = [f for f in topology.flows if matches(f.name)]
+        if not chosen:
+            raise InvalidParams(f"`flows` {shown(self.flows)} matches no flow; the topology defines: "
+                                f"{', '.join(topology.flow_names()) or 'none'}")
+        return chosen

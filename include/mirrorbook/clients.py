@@ -41,7 +41,7 @@ class TopologyResolver:
             raise MirrorbookError(f"Connect cluster {connect_alias!r} has no url in the topology",
                                   "add `url:` to it, or run under Airflow with its connection "
                                   f"{spec.connection_id if spec else '?'!r}")
-        return ConnectSettings(url=spec.url)
+        return ConnectSettings(url=spec.url, name=connect_alias)
 
     def kafka_config(self, cluster_alias: str) -> dict[str, Any]:
         spec = self.topology.clusters.get(cluster_alias)

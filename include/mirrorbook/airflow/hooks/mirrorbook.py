@@ -32,7 +32,9 @@ class AirflowResolver(TopologyResolver):
     def connect_settings(self, connect_alias: str) -> ConnectSettings:
         spec = self.topology.connect_clusters.get(connect_alias)
         conn = self._connection(spec.connection_id) if spec else None
-        return settings_from_connection(conn) if conn else super().connect_settings(connect_alias)
+        if conn is None:
+            return super().connect_settings(connect_alias)
+        return settings_from_connection(conn).model_copy(update={"name": connect_alias})
 
     def kafka_config(self, cluster_alias: str) -> dict[str, Any]:
         spec = self.topology.clusters.get(cluster_alias)
@@ -57,7 +59,9 @@ class AsyncAirflowResolver(AirflowResolver):
     async def aconnect_settings(self, connect_alias: str) -> ConnectSettings:
         spec = self.topology.connect_clusters.get(connect_alias)
         conn = await self._aconnection(spec.connection_id) if spec else None
-        return settings_from_connection(conn) if conn else TopologyResolver.connect_settings(self, connect_alias)
+        if conn is None:
+            return TopologyResolver.connect_settings(self, connect_alias)
+        return settings_from_connection(conn).model_copy(update={"name": connect_alias})
 
     async def akafka_config(self, cluster_alias: str) -> dict[str, Any]:
         spec = self.topology.clusters.get(cluster_alias)

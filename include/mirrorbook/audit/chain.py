@@ -12,7 +12,7 @@ from mirrorbook.audit.codec import dumps_or_none, format_time, jsonable, loads, 
 from mirrorbook.audit.errors import AuditIntegrityError
 from mirrorbook.audit.hashing import GENESIS_HASH, digest, event_hash
 from mirrorbook.audit.models import CHANGING_RESULTS, AuditEvent, AuditRecord, BrokenLink, VerifyResult
-from mirrorbook.audit.redaction import redact
+from mirrorbook.redaction import redact
 
 VERIFY_BATCH = 1000
 

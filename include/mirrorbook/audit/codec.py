@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mirrorbook.audit.errors import InvalidAuditData
-from mirrorbook.audit.redaction import redact
+from mirrorbook.redaction import redact
 
 # Fixed width, so text comparison orders timestamps (range queries work on both backends).
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Row, Select, and_, select
 from mirrorbook.audit import schema
 from mirrorbook.audit.codec import format_time, loads, parse_time, stored_json, utcnow
 from mirrorbook.audit.models import Artifact, MetricsSample
-from mirrorbook.audit.redaction import redact
+from mirrorbook.redaction import redact
 
 
 def progress_values(run_id: str, key: str, value: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from sqlalchemy import Connection, select
 from mirrorbook.audit import schema
 from mirrorbook.audit.codec import format_time, parse_time
 from mirrorbook.audit.models import LockHolder
-from mirrorbook.audit.redaction import redact
+from mirrorbook.redaction import redact
 
 _c = schema.flow_locks.c
 

@@ -12,7 +12,7 @@ from mirrorbook.audit.codec import format_time, loads, new_id, parse_time, store
 from mirrorbook.audit.errors import AuditIntegrityError, SnapshotNotFound
 from mirrorbook.audit.hashing import digest
 from mirrorbook.audit.models import Snapshot, SnapshotInfo
-from mirrorbook.audit.redaction import redact
+from mirrorbook.redaction import redact
 
 _c = schema.snapshots.c
 _INFO_COLUMNS = [c for c in schema.snapshots.c if c.name not in ("id", "payload")]

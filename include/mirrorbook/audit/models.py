@@ -72,6 +72,11 @@ class AuditRecord(AuditEvent):
     prev_hash: str
     hash: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _utf8(cls, data: Any) -> Any:
+        return data  # read back from the store: escaped already (a walk per record would only cost)
+
 
 class LockHolder(_Model):
     """Who holds a flow's lock. The same `run_id` re-acquires (task retries); anyone else is refused.

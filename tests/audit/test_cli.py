@@ -50,7 +50,7 @@ def test_list_and_show(store: AuditStore, audit_url: str, capsys: pytest.Capture
     assert main(["audit", "show", records[0].event_id, "--url", audit_url]) == 0
     assert json.loads(capsys.readouterr().out)["hash"] == records[0].hash
     assert main(["audit", "show", "evt-nope", "--url", audit_url]) == 2
-    assert "no audit event 'evt-nope'" in capsys.readouterr().err
+    assert 'no audit event "evt-nope"' in capsys.readouterr().err
 
 
 def test_snapshots_and_unlock(store: AuditStore, audit_url: str, capsys: pytest.CaptureFixture) -> None:

@@ -1,37 +1,13 @@
-"""The store redacts everything it writes, whatever the caller passes."""
+"""The store redacts everything it writes, whatever the caller passes (the rules themselves:
+tests/unit/test_redaction.py)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 from mirrorbook.audit import AuditStore, LockHolder
-from mirrorbook.audit.redaction import redact, redact_text
-
-SECRET = "hunter2"
-JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";'
-
-
-def _dirty() -> dict:
-    return {
-        "connect": f"http://admin:{SECRET}@connect:8083/connectors",
-        "sasl.jaas.config": JAAS,
-        "consumer.override.sasl.jaas.config": JAAS,
-        "ssl.truststore.password": SECRET,
-        "nested": [{"Authorization": f"Basic {SECRET}aGVsbG8="}, {"api-key": SECRET}, {"X-Auth-Token": SECRET},
-                   {"basic.auth.user.info": f"u:{SECRET}"}, {"ssl.keystore.key": SECRET}],
-        "log": f"GET with header Authorization: Bearer {SECRET}abcdef failed; jaas {JAAS}",
-        "harmless": "http://connect:8083/connectors?expand=status",
-    }
-
-
-def test_redact_masks_keys_and_embedded_credentials() -> None:
-    out = redact(_dirty())
-    assert SECRET not in repr(out)
-    assert out["connect"] == "http://admin:***@connect:8083/connectors"
-    assert out["sasl.jaas.config"] == "***" and out["ssl.truststore.password"] == "***"
-    assert out["harmless"] == "http://connect:8083/connectors?expand=status"
-    assert redact_text("no secrets: offset=5 partition=2") == "no secrets: offset=5 partition=2"
-    assert redact({"password": None}) == {"password": None}
+from tests.unit.test_redaction import JAAS, SECRET, _dirty
 
 
 def test_nothing_secret_reaches_the_database(store: AuditStore, raw) -> None:
@@ -39,7 +15,9 @@ def test_nothing_secret_reaches_the_database(store: AuditStore, raw) -> None:
                  request={"method": "PUT", "path": f"http://admin:{SECRET}@connect:8083/connectors/x/config",
                           "body": _dirty()},
                  state_before=_dirty(), state_after=[_dirty()], details=_dirty(),
-                 error=f"401 for http://admin:{SECRET}@connect:8083 with password={SECRET}")
+                 user=f"sasl.jaas.config={JAAS}", task_id=f"KAFKA_SASL_PASSWORD={SECRET}",
+                 error=f"401 for http://admin:{SECRET}@connect:8083 with password={SECRET}; config: "
+                       + json.dumps({"connector.config": JAAS}))
     store.save_snapshot("connector.config", "A->B", "x", _dirty(), run_id="r", note=f"token={SECRET}")
     store.progress_set("r", "config", _dirty())
     store.record_metrics("A->B", datetime.now(timezone.utc), _dirty())

@@ -99,3 +99,11 @@ def test_the_cli_re_renders_from_the_json_when_the_html_is_gone(tmp_path: Path):
     json_path.unlink()
     with pytest.raises(DrillNotFound, match="report files of drill manual__x are gone"):
         report_html(art)
+
+
+def test_the_report_keeps_no_credential(tmp_path: Path):
+    problem = ("g0: SaslAuthenticationException with sasl.jaas.config=org.apache.kafka.common.security.scram."
+               'ScramLoginModule required username="app" password="hunter2"; at http://app:hunter2@b:8083')
+    html_path, json_path = write_report(_summary(ok=False, problems=[problem]), tmp_path, "d")
+    for text in (html_path.read_text(), json_path.read_text()):
+        assert "hunter2" not in text and "SaslAuthenticationException" in text

@@ -15,10 +15,10 @@ from mirrorbook.api.context import BasePath, ClientsDep, FlowDep, TopologyDep
 from mirrorbook.api.links import rebased
 from mirrorbook.api.models import OverviewOut
 from mirrorbook.api.redaction import public_bootstrap, public_config
-from mirrorbook.audit.redaction import redact
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorView
 from mirrorbook.mm2.flows import async_all_flow_status, async_flow_status
+from mirrorbook.redaction import redact
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec, Topology
 
 router = APIRouter()

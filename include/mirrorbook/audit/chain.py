@@ -8,23 +8,19 @@ from typing import Any, Iterator
 from sqlalchemy import Connection, Row, Select, and_, func, select
 
 from mirrorbook.audit import schema
-from mirrorbook.audit.codec import dumps_or_none, format_time, jsonable, loads, new_id, parse_time, utcnow
+from mirrorbook.audit.codec import format_time, loads, lookup, new_id, parse_time, stored_row, utcnow
 from mirrorbook.audit.errors import AuditIntegrityError
 from mirrorbook.audit.hashing import GENESIS_HASH, digest, event_hash
 from mirrorbook.audit.models import CHANGING_RESULTS, AuditEvent, AuditRecord, BrokenLink, VerifyResult
-from mirrorbook.audit.redaction import redact
 
 VERIFY_BATCH = 1000
 
 
-def stored_row(event: AuditEvent) -> dict[str, Any]:
-    """The event as columns, redacted and canonical, without its chain fields (seq, hashes)."""
-    fields = redact(jsonable(event.model_dump(exclude={"event_id", "ended_at"})))
-    row = {k: (dumps_or_none(fields[k]) if k in schema.JSON_EVENT_COLUMNS else fields[k])
-           for k in fields}
-    row["event_id"] = event.event_id or new_id("evt")
-    row["ended_at"] = format_time(event.ended_at or utcnow())
-    return row
+def event_row(event: AuditEvent) -> dict[str, Any]:
+    """The event as stored (redacted, escaped, bounded, canonical), without its chain fields (seq, hashes)."""
+    fields = event.model_dump(exclude={"event_id", "ended_at"})
+    fields.update(event_id=event.event_id or new_id("evt"), ended_at=event.ended_at or utcnow())
+    return stored_row(schema.events, fields)
 
 
 def append(conn: Connection, event: AuditEvent) -> AuditRecord:
@@ -33,7 +29,7 @@ def append(conn: Connection, event: AuditEvent) -> AuditRecord:
     if current is None:
         raise AuditIntegrityError("the audit head row is missing, so nothing can be appended safely",
                                   "run `mirrorbook audit verify` and investigate who deleted it")
-    row = stored_row(event)
+    row = event_row(event)
     row["seq"] = current.count + 1
     row["prev_hash"] = current.hash
     row["hash"] = event_hash(row, current.hash)
@@ -56,8 +52,8 @@ def query(run_id: str | None = None, flow: str | None = None, action: str | None
           mutating: bool | None = None, since: datetime | None = None, limit: int | None = None,
           newest_first: bool = False) -> Select[Any]:
     ev = schema.events.c
-    conds = [c == v for c, v in ((ev.run_id, run_id), (ev.flow, flow), (ev.action, action), (ev.mutating, mutating))
-             if v is not None]
+    conds = [lookup(c, v) for c, v in ((ev.run_id, run_id), (ev.flow, flow), (ev.action, action),
+                                        (ev.mutating, mutating)) if v is not None]
     if since is not None:
         conds.append(ev.started_at >= format_time(since))
     stmt = select(schema.events).where(and_(True, *conds))
@@ -68,7 +64,7 @@ def query(run_id: str | None = None, flow: str | None = None, action: str | None
 def count_changing(run_id: str) -> Select[Any]:
     ev = schema.events.c
     return (select(func.count()).select_from(schema.events)
-            .where(ev.run_id == run_id, ev.mutating.is_(True), ev.result.in_(CHANGING_RESULTS)))
+            .where(lookup(ev.run_id, run_id), ev.mutating.is_(True), ev.result.in_(CHANGING_RESULTS)))
 
 
 def _rows(conn: Connection, table: Any, order: Any) -> Iterator[Row[Any]]:

@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     so.add_argument("snapshot_id")
 
     ul = common("unlock", "force-release a flow's runbook lock (audited)", cmd_unlock)
-    ul.add_argument("flow", help="e.g. A->B")
+    ul.add_argument("flow", help="e.g. A->B (as sent, or as `audit list` shows it)")
     ul.add_argument("--user", help="who releases it (default: the login name)")
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from mirrorbook.audit.errors import AuditConfigError, AuditUnavailable
-from mirrorbook.audit.redaction import redact_text
+from mirrorbook.redaction import redact_text
 
 ENV_URL = "MIRRORBOOK_AUDIT_URL"
 BUSY_TIMEOUT_S = 30

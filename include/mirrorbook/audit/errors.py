@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mirrorbook.bounds import cut
 from mirrorbook.errors import MirrorbookError
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class FlowLocked(AuditError):
     """Another run holds the flow: one runbook per flow at a time."""
 
     def __init__(self, flow: str, holder: "LockHolder") -> None:
-        super().__init__(f"flow {flow} is locked by {holder.describe()}",
-                         f"wait for that run to finish; if it is dead: mirrorbook audit unlock '{flow}'")
+        super().__init__(f"flow {cut(flow)} is locked by {holder.describe()}",
+                         f"wait for that run to finish; if it is dead: mirrorbook audit unlock '{cut(flow)}'")
         self.flow = flow
         self.holder = holder

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
-from mirrorbook.audit.codec import format_time, to_utc, utcnow
+from mirrorbook.audit.codec import format_time, to_utc, utf8_tree, utcnow
 
 Kind = Literal["step", "call"]
 Result = Literal["ok", "noop", "planned", "refused", "error"]
@@ -20,7 +20,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RequestSummary(_Model):
+class _Recorded(_Model):
+    """What a caller reports, to be recorded whatever it holds. pydantic refuses a lone surrogate in a str
+    field: those are escaped before validation, as the store would store them. The rest (NUL, length)
+    is left to the store, which tags what it changes so distinct values stay distinct (codec.py)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _utf8(cls, data: Any) -> Any:
+        return utf8_tree(data) if isinstance(data, dict) else data
+
+
+class RequestSummary(_Recorded):
     """An API call as the audit shows it: never the raw body, a summary of it (the store redacts it anyway)."""
 
     method: str
@@ -29,7 +40,7 @@ class RequestSummary(_Model):
     status: int | None = None
 
 
-class AuditEvent(_Model):
+class AuditEvent(_Recorded):
     """One runbook step or one API call, as a caller reports it. `ended_at` defaults to the append time."""
 
     action: str = Field(min_length=1, description='e.g. "connector.stop", "offsets.alter", "step.precheck"')
@@ -61,9 +72,16 @@ class AuditRecord(AuditEvent):
     prev_hash: str
     hash: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _utf8(cls, data: Any) -> Any:
+        return data  # read back from the store: escaped already (a walk per record would only cost)
+
 
 class LockHolder(_Model):
-    """Who holds a flow's lock. The same `run_id` re-acquires (task retries); anyone else is refused."""
+    """Who holds a flow's lock. The same `run_id` re-acquires (task retries); anyone else is refused.
+    Not escaped like an event: a run id no database could store (a lone surrogate) is refused, not
+    recorded in a form another run id could share."""
 
     run_id: str
     dag_id: str | None = None

@@ -1,11 +1,14 @@
 """Tables (SQLAlchemy Core), created by the store itself. Timestamps are fixed-width UTC text and JSON
-is canonical text, so a row hashes the same on SQLite and PostgreSQL."""
+is canonical text, so a row hashes the same on SQLite and PostgreSQL. Each column's type says how the
+store bounds what it keeps (`codec.stored`): `String(n)` a short value, `Text` a long one, and `info`
+marks the JSON columns (AUDIT_JSON: bounded; DATA_JSON: read back by the program, never cut)."""
 
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, Connection, Index, Integer, MetaData, String, Table, Text,
                         func, select)
 
+from mirrorbook.audit.codec import AUDIT_JSON, DATA_JSON
 from mirrorbook.audit.hashing import GENESIS_HASH
 
 metadata = MetaData()
@@ -21,14 +24,15 @@ events = Table(
     Column("user", String(250)), Column("flow", String(250)),
     Column("action", String(100), nullable=False), Column("kind", String(10), nullable=False),
     Column("mutating", Boolean, nullable=False), Column("result", String(10), nullable=False),
-    Column("request", Text), Column("state_before", Text), Column("state_after", Text),
+    Column("request", Text, info=AUDIT_JSON), Column("state_before", Text, info=AUDIT_JSON),
+    Column("state_after", Text, info=AUDIT_JSON),
     Column("error", Text), Column("started_at", _Time, nullable=False), Column("ended_at", _Time, nullable=False),
-    Column("snapshot_id", String(64)), Column("details", Text, nullable=False),
+    Column("snapshot_id", String(64)), Column("details", Text, nullable=False, info=AUDIT_JSON),
     Column("prev_hash", _Hash, nullable=False), Column("hash", _Hash, nullable=False),
     Index("ix_audit_events_run", "run_id"), Index("ix_audit_events_flow", "flow"),
     Index("ix_audit_events_started", "started_at"),
 )
-JSON_EVENT_COLUMNS = ("request", "state_before", "state_after", "details")
+JSON_EVENT_COLUMNS = tuple(c.name for c in events.c if "json" in c.info)
 
 # One row (id 1): how many events were written and the last hash — updated with every append, so
 # deleting rows at the tail (which leaves a valid shorter chain) is still detected.
@@ -47,7 +51,7 @@ snapshots = Table(
     Column("kind", String(100), nullable=False), Column("flow", String(250)),
     Column("subject", String(500), nullable=False), Column("run_id", String(250)), Column("note", Text),
     Column("created_at", _Time, nullable=False),
-    Column("payload", Text, nullable=False), Column("payload_sha256", _Hash, nullable=False),
+    Column("payload", Text, nullable=False, info=DATA_JSON), Column("payload_sha256", _Hash, nullable=False),
     Column("size", BigInteger, nullable=False),
     Index("ix_audit_snapshots_flow", "flow"), Index("ix_audit_snapshots_run", "run_id"),
 )
@@ -62,14 +66,14 @@ flow_locks = Table(
 run_progress = Table(
     "audit_run_progress", metadata,
     Column("run_id", String(250), primary_key=True), Column("key", String(250), primary_key=True),
-    Column("value", Text, nullable=False), Column("updated_at", _Time, nullable=False),
+    Column("value", Text, nullable=False, info=DATA_JSON), Column("updated_at", _Time, nullable=False),
 )
 
 flow_metrics = Table(
     "audit_metrics", metadata,
     Column("id", _Id, primary_key=True, autoincrement=True),
     Column("flow", String(250), nullable=False), Column("observed_at", _Time, nullable=False),
-    Column("metrics", Text, nullable=False),
+    Column("metrics", Text, nullable=False, info=DATA_JSON),  # health history: RPO estimates read it back
     Index("ix_audit_metrics_flow_time", "flow", "observed_at"),
 )
 
@@ -77,7 +81,9 @@ artifacts = Table(
     "audit_artifacts", metadata,
     Column("id", _Id, primary_key=True, autoincrement=True),
     Column("kind", String(100), nullable=False), Column("run_id", String(250)),
-    Column("path", Text, nullable=False), Column("summary", Text, nullable=False),
+    # a path is opened again (drill reports): bounded like one (PATH_MAX), not cut to 200 characters
+    Column("path", Text, nullable=False, info={"limit": 4096}),
+    Column("summary", Text, nullable=False, info=AUDIT_JSON),
     Column("created_at", _Time, nullable=False),
     Index("ix_audit_artifacts_run", "run_id"),
 )

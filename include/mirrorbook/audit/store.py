@@ -1,9 +1,11 @@
 """AuditStore: the append-only audit trail every runbook step writes to, plus what runs need around it
 (snapshots for rollback, per-flow locks, resumable progress, metrics history, artifacts).
 
-Everything written is redacted by the store. Events form a SHA-256 hash chain; a head row holding the
-count and last hash is moved in the same transaction, so edits, deletions and tail truncation show up
-in `verify()`. Safe for many processes at once: writes are serialized by the database (see database.py).
+Everything written is redacted, escaped and bounded by the store (`codec.stored_row`: any request is
+recorded, on either backend, however large or strange its values). Events form a SHA-256 hash chain;
+a head row holding the count and last hash is moved in the same transaction, so edits, deletions and
+tail truncation show up in `verify()`. Safe for many processes at once: writes are serialized by the
+database (see database.py).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import select
 
 from mirrorbook.audit import chain, history, locks, schema, snapshots
-from mirrorbook.audit.codec import format_time, utcnow
+from mirrorbook.audit.codec import format_time, lookup, utcnow
 from mirrorbook.audit.database import Database, default_url
 from mirrorbook.audit.errors import EventNotFound, FlowLocked
 from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, LockHolder, MetricsSample, Snapshot,
                                      SnapshotInfo, VerifyResult)
+from mirrorbook.bounds import shown
 
 TAKEOVER_ATTEMPTS = 3
 
@@ -51,7 +54,8 @@ class AuditStore:
 
     # -- events ---------------------------------------------------------------------------------
     def append(self, event: AuditEvent) -> AuditRecord:
-        """Redact, link to the chain head and store `event`; returns it as stored (with seq and hashes)."""
+        """Redact, escape and bound `event`, link it to the chain head and store it; returns it as stored
+        (with seq and hashes)."""
         with self._db.write() as conn:
             return chain.append(conn, event)
 
@@ -76,9 +80,10 @@ class AuditStore:
 
     def get(self, event_id: str) -> AuditRecord:
         with self._db.read() as conn:
-            row = conn.execute(select(schema.events).where(schema.events.c.event_id == event_id)).first()
+            ev = schema.events.c
+            row = conn.execute(select(schema.events).where(lookup(ev.event_id, event_id))).first()
         if row is None:
-            raise EventNotFound(f"no audit event {event_id!r}", "list events with: mirrorbook audit list")
+            raise EventNotFound(f"no audit event {shown(event_id)}", "list events with: mirrorbook audit list")
         return chain.to_record(row)
 
     def count_mutating(self, run_id: str) -> int:
@@ -119,40 +124,45 @@ class AuditStore:
         `FlowLocked`, unless `is_stale(current)` says that run is gone — then the lock is taken over
         and the takeover is audited. `is_stale` runs outside any transaction (it may call Airflow).
         """
+        flow_key = locks.key(flow)
         for _ in range(TAKEOVER_ATTEMPTS):
             with self._db.write() as conn:
-                current = locks.holder(conn, flow)
+                current = locks.holder(conn, flow_key)
                 if current is None:
                     locks.insert(conn, flow, holder)
                     return holder
-            if current.run_id == holder.run_id:
+            if locks.same_run(current, holder):
                 return current
             if is_stale is None or not is_stale(current):
-                raise FlowLocked(flow, current)
+                raise FlowLocked(flow_key, current)  # named as listings show it: `audit unlock` takes that
             with self._db.write() as conn:
-                if locks.replace(conn, flow, current, holder):
+                if locks.replace(conn, flow_key, current, holder):
                     chain.append(conn, _lock_event("lock.takeover", flow, current, holder, holder.user,
                                                    "the previous holder was reported stale"))
                     return holder
-        raise FlowLocked(flow, self.lock_holder(flow) or current)
+        with self._db.read() as conn:
+            raise FlowLocked(flow_key, locks.holder(conn, flow_key) or current)
 
     def release_lock(self, flow: str, run_id: str) -> bool:
         """Release the flow if `run_id` holds it. Idempotent; another run's lock is left alone (False)."""
         with self._db.write() as conn:
-            return locks.delete(conn, flow, run_id)
+            return locks.delete(conn, locks.key(flow), run_id)
 
     def lock_holder(self, flow: str) -> LockHolder | None:
+        """Who holds `flow` — named as a run names it, or as a listing showed it."""
         with self._db.read() as conn:
-            return locks.holder(conn, flow)
+            return locks.holder(conn, locks.shown_key(conn, flow))
 
     def force_unlock(self, flow: str, user: str | None = None) -> LockHolder | None:
-        """Remove any holder (an operator's decision, audited); returns who held it."""
+        """Remove any holder (an operator's decision, audited); returns who held it. `flow` as a run
+        names it, or as a listing showed it."""
         operator = user or getpass.getuser()
         with self._db.write() as conn:
-            current = locks.holder(conn, flow)
+            flow_key = locks.shown_key(conn, flow)
+            current = locks.holder(conn, flow_key)
             if current is None:
                 return None
-            locks.delete(conn, flow)
+            locks.delete(conn, flow_key)
             chain.append(conn, _lock_event("lock.force_unlock", flow, current, None, operator,
                                            f"released by {operator}"))
             return current

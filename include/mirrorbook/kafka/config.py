@@ -1,11 +1,11 @@
-"""librdkafka client configuration: from a bootstrap string or a config mapping, secrets kept out of logs."""
+"""librdkafka client configuration: from a bootstrap string or a config mapping (what may be shown of one:
+`mirrorbook.redaction`)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any, Mapping
 
-SECRET_KEYS = ("password", "secret", "sasl.jaas.config", "ssl.key.pem", "token")
 _rdkafka_log = logging.getLogger("mirrorbook.kafka.rdkafka")
 
 
@@ -15,12 +15,6 @@ def client_config(config: str | Mapping[str, Any], **extra: Any) -> dict[str, An
     base.setdefault("logger", _rdkafka_log)
     base.update(extra)
     return base
-
-
-def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config with secret values replaced — the only form that may be logged, audited or reported."""
-    return {k: ("***" if any(s in k.lower() for s in SECRET_KEYS) else v)
-            for k, v in config.items() if k != "logger"}
 
 
 def java_client_options(config: Mapping[str, Any]) -> dict[str, str]:

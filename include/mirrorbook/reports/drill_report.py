@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mirrorbook.redaction import redact, redact_text
 from mirrorbook.reports.svg import Bar, Marker, Series, bar_chart, line_chart, timeline
 
 ARTIFACT_KIND = "drill-report"
@@ -182,7 +183,9 @@ def render_html(s: DrillSummary, json_name: str) -> str:
 
 
 def write_report(s: DrillSummary, out_dir: Path, stem: str) -> tuple[Path, Path]:
-    """`<stem>.json` (the data) and `<stem>.html` (the report), side by side."""
+    """`<stem>.json` (the data) and `<stem>.html` (the report), side by side. Both are archived as
+    evidence: the free text in them (problems carry client errors) is scrubbed of credentials first."""
+    s = s.model_copy(update={"problems": [redact_text(p) for p in s.problems], "plan": redact(s.plan)})
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, html_path = out_dir / f"{stem}.json", out_dir / f"{stem}.html"
     json_path.write_text(s.model_dump_json(indent=2))

@@ -1,0 +1,149 @@
+"""mirrorbook.redaction: the one set of rules for what may be shown or kept — secret-looking keys,
+credentials inside free text — and the flows API's views built on it."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from mirrorbook.api.redaction import HIDDEN, public_bootstrap, public_config
+from mirrorbook.redaction import MASK, is_secret_key, redact, redact_text, utf8
+
+SECRET = "hunter2"
+JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";'
+
+
+def _dirty() -> dict:
+    return {
+        "connect": f"http://admin:{SECRET}@connect:8083/connectors",
+        "sasl.jaas.config": JAAS,
+        "consumer.override.sasl.jaas.config": JAAS,
+        "ssl.truststore.password": SECRET,
+        "nested": [{"Authorization": f"Basic {SECRET}aGVsbG8="}, {"api-key": SECRET}, {"X-Auth-Token": SECRET},
+                   {"basic.auth.user.info": f"u:{SECRET}"}, {"ssl.keystore.key": SECRET}],
+        "log": f"GET with header Authorization: Bearer {SECRET}abcdef failed; jaas {JAAS}",
+        "harmless": "http://connect:8083/connectors?expand=status",
+    }
+
+
+def test_redact_masks_keys_and_embedded_credentials() -> None:
+    out = redact(_dirty())
+    assert SECRET not in repr(out)
+    assert out["connect"] == "http://admin:***@connect:8083/connectors"
+    assert out["sasl.jaas.config"] == "***" and out["ssl.truststore.password"] == "***"
+    assert out["harmless"] == "http://connect:8083/connectors?expand=status"
+    assert redact_text("no secrets: offset=5 partition=2") == "no secrets: offset=5 partition=2"
+    assert redact({"password": None}) == {"password": None}
+
+
+def test_keys_are_scrubbed_as_text_too() -> None:
+    assert redact({f"http://u:{SECRET}@host": 1}) == {"http://u:***@host": 1}
+
+
+@pytest.mark.parametrize("text", [
+    # JAAS settings written as text: the whole value goes, usernames included, `;` inside quotes or not
+    f"sasl.jaas.config={JAAS} next=1",
+    f'listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config = {JAAS.replace(SECRET, "a;" + SECRET)}',
+    json.dumps({"sasl.jaas.config": JAAS, "b": 2}),
+    repr({"consumer.override.sasl.jaas.config": JAAS}),
+    # a JAAS config inside a JSON string: its quotes are escaped
+    json.dumps({"config": JAAS}),
+    json.dumps({"error": json.dumps({"sasl.password": SECRET})}),
+    # any secret-looking name ends the key, in any spelling
+    f"KAFKA_SASL_PASSWORD={SECRET} other=1",
+    f'OAuthBearerLoginModule required clientId="me" clientSecret="{SECRET}";',
+    f"aws_secret_access_key={SECRET}",
+    f"awsSecretAccessKey={SECRET}",
+    f"x-api-key: {SECRET}",
+    f"basic.auth.user.info=u:{SECRET}",
+    f"DSN: host=db user=app pwd={SECRET}",
+    # headers and URLs
+    "Authorization: Basic " + base64.b64encode(f"admin:{SECRET}".encode()).decode(),
+    f"Authorization: Bearer {SECRET}.abc.def",
+    f"postgresql://app:{SECRET}@db:5432/audit",
+    f"jdbc_http://app:{SECRET}@db",
+    # PEM private keys, whole or cut before their END line
+    f"-----BEGIN PRIVATE KEY-----\nMIIE{SECRET}\n-----END PRIVATE KEY----- after",
+    f"-----BEGIN RSA PRIVATE KEY-----\nMIIE{SECRET}abc",
+    json.dumps({"ssl": f"-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIE{SECRET}\n-----END ENCRYPTED PRIVATE KEY-----"}),
+    # text cut inside the secret (a quote left open)
+    f'password="{SECRET}',
+    json.dumps({"config": JAAS})[:json.dumps({"config": JAAS}).index(SECRET) + 3],
+])
+def test_credentials_inside_free_text_are_masked(text: str) -> None:
+    out = redact_text(text)
+    assert SECRET not in out and MASK in out
+
+
+def test_jaas_values_inside_free_text_are_hidden_whole() -> None:
+    assert redact_text(f"sasl.jaas.config={JAAS} next=1") == "sasl.jaas.config=*** next=1"
+    assert redact_text(json.dumps({"sasl.jaas.config": JAAS, "b": 2})) == '{"sasl.jaas.config": ***, "b": 2}'
+
+
+@pytest.mark.parametrize("text", [
+    "no secrets: offset=5 partition=2",
+    "sasl.oauthbearer.token.endpoint.url=https://idp/token",
+    "TopicAuthorizationException: Not authorized to access topics: [orders]",
+    "http://connect:8083/connectors?expand=status",
+    "group demo-.* matched 12 groups; tokens: 3",
+    "manual__2024-01-01T00:00:00+00:00",
+])
+def test_text_without_credentials_is_unchanged(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_lone_surrogates_are_escaped_not_fatal() -> None:
+    # RE2 matches UTF-8, and a lone surrogate has none: it comes back as its escape
+    assert utf8("a\ud800b") == "a\\ud800b" and utf8("a😀") == "a😀"
+    assert redact_text(f"password={SECRET}\ud800") == "password=***"
+    assert redact({"k\udfff": "v\ud800"}) == {"k\\udfff": "v\\ud800"}
+
+
+def test_secret_keys() -> None:
+    for key in ("sasl.jaas.config", "listener.name.x.plain.sasl.jaas.config", "any.jaas.setting",
+                "ssl.truststore.password", "ssl.key.pem", "Authorization", "X-Auth-Token", "api-key",
+                "basic.auth.user.info", "ssl.keystore.key", "sasl.oauthbearer.client.credentials.client.secret"):
+        assert is_secret_key(key), key
+    for key in ("bootstrap.servers", "ssl.truststore.location", "sasl.mechanism", "topics", "groups"):
+        assert not is_secret_key(key), key
+
+
+def test_public_config_and_bootstrap() -> None:
+    config = {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+              "source.cluster.sasl.jaas.config": JAAS, "source.cluster.my.jaas.setting": JAAS,
+              "target.cluster.ssl.truststore.password": None,
+              "target.cluster.bootstrap.servers": f"SASL_SSL://u:{SECRET}@b:9093", "tasks.max": 2}
+    shown = public_config(config)
+    assert SECRET not in repr(shown) and list(shown) == list(config)
+    assert shown["source.cluster.my.jaas.setting"] == MASK and shown["target.cluster.ssl.truststore.password"] == MASK
+    assert shown["tasks.max"] == 2
+    assert public_bootstrap({"bootstrap.servers": "a:9092", "sasl.jaas.config": JAAS}) == HIDDEN
+    assert public_bootstrap({"bootstrap.servers": "a:9092", "sasl.password": ""}) == "a:9092"
+    assert public_bootstrap({"bootstrap.servers": f"http://u:{SECRET}@a:9092"}) == "http://u:***@a:9092"
+
+
+# a digit first: no word of a template ("password", "token", …) can be the secret
+_secrets = st.text(alphabet="abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=8,
+                   max_size=24).map(lambda s: "9" + s)
+_TEMPLATES = [
+    "password={s}", 'password="{s}"', "sasl.password: '{s}'", "http://user:{s}@host:8083/x",
+    "sasl.jaas.config=" + JAAS.replace(SECRET, "{s}"), JAAS.replace(SECRET, "{s}"),
+    "clientSecret=\"{s}\"", "Authorization: Bearer {s}", "token={s}",
+    "-----BEGIN PRIVATE KEY-----\n{s}\n-----END PRIVATE KEY-----",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=st.text(max_size=40), suffix=st.text(max_size=40), secret=_secrets,
+       template=st.sampled_from(_TEMPLATES), as_json=st.booleans())
+def test_a_credential_in_any_text_is_masked(prefix: str, suffix: str, secret: str, template: str,
+                                            as_json: bool) -> None:
+    assume(secret not in prefix + suffix)
+    text = f"{prefix} {template.format(s=secret)} {suffix}"
+    if as_json:  # the same text inside a JSON document (quotes escaped), as a log line or an error carries it
+        text = json.dumps({"message": text})
+    assert secret not in redact_text(text)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mirrorbook.bounds import cut
+from mirrorbook.redaction import redact_text
 from mirrorbook.errors import MirrorbookError
 
 NOT_STOPPED_MARKER = "must be in the STOPPED state"
@@ -133,7 +134,9 @@ def from_response(status: int, body: object, where: Where) -> ConnectError:
         message = str(body.get("message") or "")
     elif isinstance(body, str):
         message = body
-    message = cut(message, MESSAGE_LIMIT) or f"HTTP {status}"
+    # Connect echoes configs in its errors (a rejected connector config, a JAAS line): scrubbed before the
+    # message reaches a log line, an exception or the audit trail.
+    message = cut(redact_text(message), MESSAGE_LIMIT) or f"HTTP {status}"
     kw = dict(status=status, where=where)
     if status == 404:
         return ConnectorNotFound(message, **kw)

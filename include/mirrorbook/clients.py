@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mirrorbook.connect import AsyncConnectClient, ConnectClient, ConnectSettings
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.topology import FlowSpec, Topology
 
+
+if TYPE_CHECKING:
+    from mirrorbook.replication import ReplicationBackend
 
 class Resolver(Protocol):
     topology: Topology
@@ -84,6 +87,12 @@ class Clients:
     def per_pass(self) -> Clients:
         """These clients for one pass over many flows; see `PassClients`."""
         return PassClients(self)
+
+    def replication(self, flow: FlowSpec) -> "ReplicationBackend":
+        """The backend replicating `flow`: runbooks reach replication only through it."""
+        from mirrorbook.replication import backend_for
+
+        return backend_for(self, flow)
 
 
 class PassClients(Clients):

@@ -18,7 +18,7 @@ import pytest
 
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import wait_for
-from mirrorbook.devstack.workload import GroupSpec, load
+from mirrorbook.devstack.workload import load, produce
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.internal_topics import read_checkpoints
@@ -34,11 +34,18 @@ RECORDS, CHECKPOINTED, REWOUND = 300, 250, 89
 def rewound(devstack, admin_a, admin_b, use_topology):
     alias = "K" + uuid.uuid4().hex[:6].upper()
     topic, group = f"rewind-{uuid.uuid4().hex[:6]}", f"rewind-g-{uuid.uuid4().hex[:6]}"
-    load(admin_a.bootstrap, [topic], 1, RECORDS, [GroupSpec(name=group, position=str(CHECKPOINTED))])
+    # The group exists (at 0) before the flow starts, so MM2's checkpoint task runs before any record is
+    # mirrored and its sync store sees every sync as it is written.
+    load(admin_a.bootstrap, [topic], 1, 0)
+    admin_a.alter_group_offsets({group: {TP(topic, 0): 0}})
     topology = devstack.alias_flow(alias, topics=re.escape(topic), mm2=TEST_MM2.model_copy(update={"offset_lag_max": 0}))
     flow = topology.flow(f"{alias}->B")
     remote = TP(f"{alias}.{topic}", 0)
+    with ConnectClient(devstack.require().workers["B"].url) as c:
+        wait_for(c, flow.connector("checkpoint"), "RUNNING", timeout_s=90, min_tasks=1, fail_fast=False)
+    produce(admin_a.bootstrap, [topic], RECORDS)
     wait_mirrored(admin_a, admin_b, topic, remote.topic)
+    admin_a.alter_group_offsets({group: {TP(topic, 0): CHECKPOINTED}})
 
     def checkpoint():
         return read_checkpoints(admin_b.bootstrap, alias, group_filter=group.__eq__).latest.get(

@@ -1,0 +1,91 @@
+"""MirrorMaker 2 on Kafka Connect: the replication backend of the first release.
+
+A flow is three connectors on one Connect cluster (source, checkpoint, heartbeat — the `parts`); its
+state follows KIP-1144 (`mm2.flows`), its controls are Connect's pause/resume/stop (KIP-875 STOPPED),
+its replicated positions are the MirrorSourceConnector's offsets, its offset mapping is MM2's
+checkpoints and offset-syncs, and its own offsets are the connectors' KIP-875 offsets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirrorbook.clients import Clients
+from mirrorbook.connect.errors import ConnectError
+from mirrorbook.connect.models import ConnectorOffsets
+from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.flows import FlowStatus, async_all_flow_status, async_flow_status, flow_status
+from mirrorbook.replication.backend import FlowTarget, OffsetMapping, OffsetsAction
+from mirrorbook.runbooks.connectors import set_flow_state
+from mirrorbook.runbooks.engine import Runbook, StepOutcome
+from mirrorbook.runbooks.offsets import change_offsets
+from mirrorbook.topology import FlowSpec
+
+DEFAULT_CHECKPOINT_INTERVAL_S = 60
+DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal,.*\.replica,__.*"  # MM2's default topics.exclude
+
+
+class Mm2ConnectBackend:
+    kind = "mm2-connect"
+
+    def __init__(self, clients: Clients, flow: FlowSpec) -> None:
+        self.clients, self.flow = clients, flow
+
+    def __repr__(self) -> str:
+        return f"Mm2ConnectBackend({self.flow.name} on Connect cluster {self.flow.connect_cluster})"
+
+    # -- state ------------------------------------------------------------------------------------
+    def status(self, *, with_lag: bool = True) -> FlowStatus:
+        return flow_status(self.clients, self.flow, with_lag=with_lag)
+
+    async def astatus(self, *, with_lag: bool = True) -> FlowStatus:
+        return await async_flow_status(self.clients, self.flow, with_lag=with_lag)
+
+    def set_state(self, rb: Runbook, target: FlowTarget, *, parts: str = "all", wait: bool = True,
+                  timeout_s: float = 120.0) -> list[StepOutcome]:
+        with self.clients.connect(self.flow) as client:
+            return set_flow_state(rb, client, self.flow, parts, target, wait=wait, timeout_s=timeout_s)
+
+    # -- positions and offsets --------------------------------------------------------------------
+    def replicated_offsets(self) -> dict[TP, int]:
+        offsets = self.own_offsets("source")
+        return {TP(e.partition["topic"], int(e.partition["partition"])): int(e.offset["offset"])
+                for e in offsets.offsets if e.offset and e.partition.get("cluster") == self.flow.source}
+
+    def setting(self, part: str, key: str, default: str) -> str:
+        """A connector's setting, or `default` when Connect does not say (unreachable, or not set)."""
+        try:
+            with self.clients.connect(self.flow) as client:
+                return str(client.get_config(self.flow.connector(part)).get(key, default))
+        except ConnectError:
+            return default
+
+    def offset_mapping(self) -> OffsetMapping:
+        location = self.setting("source", "offset-syncs.topic.location", "source")
+        interval = self.setting("checkpoint", "emit.checkpoints.interval.seconds", str(DEFAULT_CHECKPOINT_INTERVAL_S))
+        return OffsetMapping(offset_syncs_location="target" if location == "target" else "source",
+                             checkpoint_interval_s=int(interval))
+
+    def replicated_topics_filter(self) -> tuple[str, str]:
+        return self.setting("source", "topics", ".*"), self.setting("source", "topics.exclude", DEFAULT_TOPICS_EXCLUDE)
+
+    def own_offsets(self, part: str) -> ConnectorOffsets:
+        with self.clients.connect(self.flow) as client:
+            return client.get_offsets(self.flow.connector(part)).sorted()
+
+    def change_own_offsets(self, rb: Runbook, part: str, action: OffsetsAction, *,
+                           requested: ConnectorOffsets | None = None, snapshot_id: str | None = None,
+                           stop_first: bool = False, timeout_s: float = 120.0,
+                           effect: str | None = None) -> StepOutcome:
+        with self.clients.connect(self.flow) as client:
+            return change_offsets(rb, client, self.flow, part, action, requested=requested, snapshot_id=snapshot_id,
+                                  stop_first=stop_first, timeout_s=timeout_s, effect=effect)
+
+
+async def all_status(clients: Clients, flows: list[FlowSpec], *, with_lag: bool = True) -> list[FlowStatus]:
+    """Every flow at once: one Connect client and one connector listing per Connect cluster."""
+    return await async_all_flow_status(clients, flows, with_lag=with_lag)
+
+
+def backend(clients: Clients, flow: FlowSpec, **_: Any) -> Mm2ConnectBackend:
+    return Mm2ConnectBackend(clients, flow)

@@ -1,0 +1,125 @@
+"""The replication-backend conformance suite: what every backend must do, on the real devstack.
+
+Parametrised by backend kind (`mirrorbook.replication.BACKENDS`); each kind supplies a fresh flow of its
+own. MirrorMaker 2 on Connect is the only backend today — a KIP-1279 backend joins by adding its kind and
+a fixture branch that makes a mirror of its own; the assertions stay as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+import pytest
+
+from mirrorbook.audit import AuditStore
+from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.connect.models import ConnectorOffsets
+from mirrorbook.devstack.workload import produce
+from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.types import TP
+from mirrorbook.replication import BACKENDS, ReplicationBackend
+from mirrorbook.runbooks.engine import GateRefused, RunInfo, Runbook
+from tests.conftest import TEST_MM2
+from tests.helpers import eventually, wait_mirrored
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Subject:
+    backend: ReplicationBackend
+    topic: str          # a source topic the flow replicates (2 partitions)
+    admin_src: KafkaAdmin
+    admin_dst: KafkaAdmin
+    remote: str
+
+
+@pytest.fixture(params=BACKENDS)
+def subject(request, devstack, admin_a, admin_b) -> Iterator[Subject]:
+    if request.param != "mm2-connect":
+        pytest.fail(f"no fixture for backend {request.param}")
+    alias = "C" + uuid.uuid4().hex[:6].upper()
+    topic = f"conf-{uuid.uuid4().hex[:6]}"
+    admin_a.create_topics({topic: 2})
+    produce(admin_a.bootstrap, [topic], 20)
+    topology = devstack.alias_flow(alias, topics=re.escape(topic))
+    flow = topology.flow(f"{alias}->B")
+    backend = Clients(TopologyResolver(topology)).replication(flow)
+    assert isinstance(backend, ReplicationBackend) and backend.kind == request.param
+    wait_mirrored(admin_a, admin_b, topic, f"{alias}.{topic}")
+    yield Subject(backend, topic, admin_a, admin_b, f"{alias}.{topic}")
+    devstack.remove_flow(flow)
+
+
+def _rb(tmp_path, dry_run: bool = False) -> Runbook:
+    return Runbook(RunInfo(run_id=f"conformance-{uuid.uuid4().hex[:6]}"),
+                   AuditStore(f"sqlite:///{tmp_path / 'audit.db'}"), dry_run=dry_run)
+
+
+def test_status_is_kip1144_and_lag_is_per_source_partition(subject: Subject):
+    st = eventually(lambda: (s := subject.backend.status()).state.value == "REPLICATING" and s.total_lag == 0 and s,
+                    timeout=60, what="replicating and drained")
+    assert st.flow == subject.backend.flow.name and subject.remote in st.replicated_topics
+    assert {(p.topic, p.partition) for p in st.lag if p.topic == subject.topic} == {(subject.topic, 0),
+                                                                                   (subject.topic, 1)}
+    again = asyncio.run(subject.backend.astatus())
+    assert (again.state, again.detailed_state) == (st.state, st.detailed_state)
+
+
+def test_state_changes_are_idempotent_planned_in_a_dry_run_and_reach_kip1144_states(subject: Subject, tmp_path):
+    b = subject.backend
+    dry = _rb(tmp_path, dry_run=True)
+    b.set_state(dry, "PAUSED")
+    assert sum(o.mutations for o in dry.outcomes) == 0 and any(o.planned for o in dry.outcomes)
+    assert b.status(with_lag=False).state.value == "REPLICATING"  # the dry run changed nothing
+    for target, state in (("PAUSED", "NOT_REPLICATING"), ("STOPPED", "DISABLED"), ("RUNNING", "REPLICATING")):
+        first = _rb(tmp_path)
+        b.set_state(first, target)
+        assert sum(o.mutations for o in first.outcomes) > 0, target
+        assert eventually(lambda: b.status(with_lag=False).state.value == state, timeout=60, what=state)
+        second = _rb(tmp_path)
+        b.set_state(second, target)
+        assert sum(o.mutations for o in second.outcomes) == 0, target  # already there: nothing sent
+
+
+def test_replicated_offsets_reach_the_source_end_and_answer_from_the_target_side(subject: Subject):
+    tps = subject.admin_src.partitions([subject.topic])
+    highs = subject.admin_src.high_watermarks(tps)
+    got = eventually(lambda: (r := subject.backend.replicated_offsets()) and all(r.get(tp) == highs[tp] - 1
+                                                                              for tp in tps) and r,
+                     timeout=60, what="the source end replicated")
+    assert {tp: got[tp] for tp in tps} == {tp: highs[tp] - 1 for tp in tps}
+
+
+def test_offset_mapping_says_where_translation_comes_from(subject: Subject):
+    mapping = subject.backend.offset_mapping()
+    assert not mapping.identity  # MM2 translates; a KIP-1279 mirror keeps offsets (identity)
+    assert mapping.offset_syncs_location == "target"  # the devstack's alias flows keep their syncs on B
+    assert mapping.checkpoint_interval_s == TEST_MM2.checkpoint_interval_s
+    include, exclude = subject.backend.replicated_topics_filter()
+    assert re.fullmatch(include, subject.topic) and exclude
+
+
+def test_own_offsets_change_only_when_stopped_and_restore_exactly(subject: Subject, tmp_path):
+    b = subject.backend
+    before = b.own_offsets("source")
+    entry = next(e for e in before.offsets if e.partition.get("topic") == subject.topic)
+    wanted = ConnectorOffsets.model_validate({"offsets": [{"partition": entry.partition, "offset": {"offset": 3}}]})
+    with pytest.raises(GateRefused, match="must be STOPPED"):
+        b.change_own_offsets(_rb(tmp_path), "source", "alter", requested=wanted)
+    rb = _rb(tmp_path)
+    b.set_state(rb, "STOPPED", parts="source")
+    outcome = b.change_own_offsets(rb, "source", "alter", requested=wanted)
+    assert outcome.mutations == 1 and outcome.snapshot_id
+    changed = {str(e.partition): e.offset for e in b.own_offsets("source").offsets}
+    assert changed[str(entry.partition)] == {"offset": 3}
+    restored = b.change_own_offsets(rb, "source", "restore", snapshot_id=outcome.snapshot_id)
+    assert restored.mutations == 1
+    assert {str(e.partition): e.offset for e in b.own_offsets("source").offsets}[str(entry.partition)] == entry.offset
+    b.set_state(rb, "RUNNING")
+    remote0 = TP(subject.remote, 0)
+    assert subject.admin_dst.high_watermarks([remote0])[remote0] >= 20

@@ -2,12 +2,12 @@
 
 Served by Airflow's API server under /mirrorbook (`GET /mirrorbook/`, `/mirrorbook/{source}/{target}`…,
 the page at /mirrorbook/page, linked from the UI's Browse menu), behind Airflow's authentication.
-The code lives in the installed library (`mirrorbook.api`); this file only registers it.
+The code lives in the installed library (`mirrorbook.airflow.api`); this file only registers it.
 """
 
 from airflow.plugins_manager import AirflowPlugin
 
-from mirrorbook.api.mount import external_view, fastapi_app
+from mirrorbook.airflow.api.mount import external_view, fastapi_app
 
 
 class MirrorbookPlugin(AirflowPlugin):

@@ -20,7 +20,7 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep
 
-from mirrorbook.api.models import Caller
+from mirrorbook.airflow.api.models import Caller
 
 PAUSE_RESUME_DAG = "mm2_pause_resume"
 OFFSETS_DAG = "mm2_offsets"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from mirrorbook.api import control, errors, flows, page
+from mirrorbook.airflow.api import control, errors, flows, page
 
 
 def create_app() -> FastAPI:

@@ -13,11 +13,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from mirrorbook.api import actions
-from mirrorbook.api.auth import FlowOperator, OffsetsOperator, Reader
-from mirrorbook.api.context import AuditDep, BasePath, ClientsDep, FlowDep
-from mirrorbook.api.links import flow_path, offsets_links, rebased
-from mirrorbook.api.models import Caller, ConnectorChangeOut, FlowActionOut, OffsetsChangeOut
+from mirrorbook.airflow.api import actions
+from mirrorbook.airflow.api.auth import FlowOperator, OffsetsOperator, Reader
+from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep, FlowDep
+from mirrorbook.airflow.api.links import flow_path, offsets_links, rebased
+from mirrorbook.airflow.api.models import Caller, ConnectorChangeOut, FlowActionOut, OffsetsChangeOut
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
 from mirrorbook.mm2.flows import async_flow_status

@@ -15,8 +15,8 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import BaseModel
 
-from mirrorbook.api.auth import Reader
-from mirrorbook.api.context import AuditDep, BasePath, ClientsDep
+from mirrorbook.airflow.api.auth import Reader
+from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import Artifact, AuditRecord
 from mirrorbook.mm2.flows import FlowStatus, async_all_flow_status

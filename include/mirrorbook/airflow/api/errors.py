@@ -3,14 +3,22 @@
 KIP-1144 puts the flows API on top of Connect and keeps Connect's semantics for offsets, so a
 client that already handles Connect's errors handles ours. Only Airflow's own auth refusals
 (401/403 from its security dependency) keep Airflow's `{"detail": ...}` shape.
+
+Whatever a caller sends, the answer is bounded: values from the request are echoed through
+`mirrorbook.bounds.shown`, and no message is longer than `MESSAGE_LIMIT`.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mirrorbook.audit import FlowLocked
+from mirrorbook.bounds import cut, shown
 from mirrorbook.connect.errors import ConnectError, ConnectServerError
 from mirrorbook.errors import MirrorbookError, Refused
 from mirrorbook.mm2.offsets import InvalidOffsets
@@ -32,8 +40,20 @@ class Locked(Refused):
     """Another runbook holds the flow (one change per flow at a time)."""
 
 
+MESSAGE_LIMIT = 2_000
+AIRFLOW_AUTH = (401, 403)  # Airflow's security dependency answers these, in its own shape
+
+
 def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error_code": status, "message": message}, status_code=status)
+    return JSONResponse({"error_code": status, "message": cut(message, MESSAGE_LIMIT)}, status_code=status)
+
+
+def invalid_request_message(exc: RequestValidationError) -> str:
+    """FastAPI's first validation error, with the offending value bounded (FastAPI's own 422 echoes it whole)."""
+    first = exc.errors()[0] if exc.errors() else {}
+    where = " ".join(str(p) for p in first.get("loc", ()))
+    got = f" (got {shown(first['input'])})" if "input" in first else ""
+    return f"Invalid request: {cut(where, 100)}: {first.get('msg', 'invalid')}{got}"
 
 
 def status_of(exc: Exception) -> int:
@@ -56,8 +76,36 @@ def status_of(exc: Exception) -> int:
     return 500
 
 
+class NoEncodedSeparator:
+    """Refuses a path holding an encoded slash (`/A%2FB/pause`), as Jetty — Connect's server — does
+    ("Ambiguous URI path separator"): the router would read it as `/A/B/pause` while a proxy or an
+    audit log in front sees one segment. What is acted on must be what was asked for."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and b"%2f" in bytes(scope.get("raw_path") or b"").lower():
+            await error_response(400, "Ambiguous URI path separator")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def install(app: FastAPI) -> None:
+    app.add_middleware(NoEncodedSeparator)
+
     @app.exception_handler(MirrorbookError)
     async def _mirrorbook(_: Request, exc: MirrorbookError) -> JSONResponse:
         # The message only: hints name CLI commands, and Connect errors carry the method and path.
         return error_response(status_of(exc), exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, invalid_request_message(exc))  # bad input, as Connect says it: 400
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code in AIRFLOW_AUTH:
+            return await http_exception_handler(request, exc)
+        # No route, wrong method: Connect's own words for these ("HTTP 404 Not Found").
+        return error_response(exc.status_code, f"HTTP {exc.status_code} {cut(str(exc.detail), 100)}")

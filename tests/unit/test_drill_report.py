@@ -99,3 +99,17 @@ def test_the_cli_re_renders_from_the_json_when_the_html_is_gone(tmp_path: Path):
     json_path.unlink()
     with pytest.raises(DrillNotFound, match="report files of drill manual__x are gone"):
         report_html(art)
+
+
+def test_every_value_of_the_report_is_escaped_and_only_our_charts_are_markup():
+    evil = '<img src=x onerror="alert(1)">'
+    html = render_html(_summary(run_id=evil, flow=evil, from_cluster=evil, topics=[evil], groups=[evil],
+                                partitions=[PartitionOutcome(group=evil, source_topic=evil, target_topic=evil,
+                                                             partition=0, a_next=1, a_high=2, b_offset=1)],
+                                steps=[StepTiming(step=evil, task_id=evil, result="ok", started_at=T0,
+                                                  ended_at=T0 + timedelta(seconds=1))],
+                                problems=[evil]), evil)
+    assert "<img" not in html and "&lt;img src=x" in html
+    assert html.count("<svg") == 3 and "&lt;svg" not in html  # the charts are inserted as markup…
+    for svg in re.findall(r"<svg.*?</svg>", html, re.S):
+        ET.fromstring(svg)  # …well-formed, with the hostile labels escaped inside them

@@ -1,8 +1,9 @@
-"""The operator's page: flows with state and lag, recent DR drills, recent audit events.
+"""The operator's pages: every flow (state, lag, freshness, runbooks), recent DR drills and audit events
+at `/page`; one flow in full at `/page/flows/{source}/{target}` (its JSON stays at `/{source}/{target}`).
 
-Rendered on the server from one Jinja template with inline CSS (no CDN, no script needed), so it works
+Rendered on the server from Jinja templates with inline CSS (no CDN, no script needed), so they work
 offline, inside Airflow's UI as an external view (iframe, same origin: the session cookie
-authenticates it), and in a headless browser.
+authenticates them), and in a headless browser. Links into Airflow's UI open in the top window.
 """
 
 from __future__ import annotations
@@ -10,91 +11,66 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from pydantic import BaseModel
 
+from mirrorbook.airflow.api import views
 from mirrorbook.airflow.api.auth import Reader
-from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep
+from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep, FlowDep
+from mirrorbook.airflow.api.links import PAGE, RunbookLink, runbook_links
 from mirrorbook.audit import AuditStore
-from mirrorbook.audit.models import Artifact, AuditRecord
-from mirrorbook.mm2.flows import FlowStatus, async_all_flow_status
+from mirrorbook.audit.models import MetricsSample
+from mirrorbook.bounds import cut
+from mirrorbook.mm2.flows import async_all_flow_status, async_flow_status
+from mirrorbook.reports.html import environment
 
 router = APIRouter()
 DRILL_KIND = "drill-report"
-RECENT_DRILLS = 10
-RECENT_EVENTS = 25
-_templates = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                         autoescape=select_autoescape(["html"]))
+_templates = environment(Path(__file__).parent / "templates")
 
 
-class FlowRow(BaseModel):
-    name: str
-    state: str
-    connectors: dict[str, str]
-    total_lag: int
-    max_lag: int
-    errors: list[str]
-    href: str
+def render(template: str, caller: str, base: str, **values: Any) -> str:
+    now = datetime.now(timezone.utc)
+    return _templates.get_template(template).render(now=now, user=cut(caller, views.TEXT), api=f"{base}/",
+                                                    home=f"{base}{PAGE}", **values)
 
 
-class DrillRow(BaseModel):
-    run_id: str | None
-    at: str
-    rto_s: float | None
-    skipped: int | None
-    re_read: int | None
-    path: str
+def _flow_extras(audit: AuditStore, flow: str, base: str) -> tuple[MetricsSample | None, list[RunbookLink]]:
+    return views.health_sample(audit, flow), runbook_links(base, views.latest_runs(audit, flow))
 
 
-class EventRow(BaseModel):
-    at: str
-    user: str | None
-    run_id: str | None
-    action: str
-    flow: str | None
-    result: str
-    mutating: bool
-
-
-def flow_rows(statuses: list[FlowStatus], base: str) -> list[FlowRow]:
-    return [FlowRow(name=s.flow, state=s.state.value,
-                    connectors={c.connector_class: f"{c.state}, {c.tasks_running} task(s) running"
-                                for c in s.connectors.values()},
-                    total_lag=s.total_lag, max_lag=s.max_lag, errors=s.errors,
-                    href=f"{base}/{s.source}/{s.target}") for s in statuses]
-
-
-def drill_rows(artifacts: list[Artifact]) -> list[DrillRow]:
-    """Newest first. The drill's summary carries rto_s, skipped, re_read and the report's path."""
-    return [DrillRow(run_id=a.run_id, at=_when(a.created_at), rto_s=a.summary.get("rto_s"),
-                     skipped=a.summary.get("skipped"), re_read=a.summary.get("re_read"),
-                     path=str(a.summary.get("path") or a.path)) for a in reversed(artifacts[-RECENT_DRILLS:])]
-
-
-def event_rows(events: list[AuditRecord]) -> list[EventRow]:
-    return [EventRow(at=_when(e.started_at), user=e.user, run_id=e.run_id, action=e.action, flow=e.flow,
-                     result=e.result, mutating=e.mutating) for e in events]
-
-
-def _when(at: datetime) -> str:
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def render(flows: list[FlowRow], drills: list[DrillRow], events: list[EventRow], user: str, base: str) -> str:
-    return _templates.get_template("page.html").render(
-        flows=flows, drills=drills, events=events, user=user, api=f"{base}/",
-        now=_when(datetime.now(timezone.utc)))
-
-
-@router.get("/page", response_class=HTMLResponse, summary="The flows, drills and audit page (HTML)")
+@router.get(PAGE, response_class=HTMLResponse, summary="Every flow, recent drills and audit events (HTML)")
 async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BasePath) -> HTMLResponse:
     statuses = await async_all_flow_status(clients, with_lag=True)
-    drills, events = await asyncio.to_thread(_audit_rows, audit)
-    return HTMLResponse(render(flow_rows(statuses, base), drills, events, caller.name, base))
+
+    def from_audit() -> tuple[list[Any], list[views.DrillRow], list[views.EventRow]]:
+        extras = [_flow_extras(audit, s.flow, base) for s in statuses]
+        return (extras, views.drill_rows(audit.artifacts(kind=DRILL_KIND)),
+                views.event_rows(audit.events(limit=views.RECENT_EVENTS, newest_first=True)))
+
+    extras, drills, events = await asyncio.to_thread(from_audit)
+    now = datetime.now(timezone.utc)
+    flows = [views.flow_row(s, sample, links, base, now) for s, (sample, links) in zip(statuses, extras)]
+    return HTMLResponse(render("page.html", caller.name, base, flows=flows, drills=drills, events=events))
 
 
-def _audit_rows(audit: AuditStore) -> tuple[list[DrillRow], list[EventRow]]:
-    return (drill_rows(audit.artifacts(kind=DRILL_KIND)),
-            event_rows(audit.events(limit=RECENT_EVENTS, newest_first=True)))
+@router.get(f"{PAGE}/flows/{{source}}/{{target}}", response_class=HTMLResponse,
+            summary="One flow: state, connectors, lag per partition, freshness, runbooks, its audit events (HTML)")
+async def flow_page(caller: Reader, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
+                    base: BasePath) -> HTMLResponse:
+    status = await async_flow_status(clients, flow, with_lag=True)
+
+    def from_audit() -> tuple[MetricsSample | None, list[RunbookLink], list[views.EventRow]]:
+        sample, links = _flow_extras(audit, flow.name, base)
+        return sample, links, views.event_rows(audit.events(flow=flow.name, limit=views.RECENT_EVENTS,
+                                                             newest_first=True))
+
+    sample, links, events = await asyncio.to_thread(from_audit)
+    row = views.flow_row(status, sample, links, base, datetime.now(timezone.utc))
+    partitions, hidden_partitions = views.partition_rows(status)
+    checkpoints, hidden_groups = views.checkpoint_rows(sample)
+    return HTMLResponse(render("flow.html", caller.name, base, flow=row, partitions=partitions,
+                               hidden_partitions=hidden_partitions, checkpoints=checkpoints,
+                               hidden_groups=hidden_groups, events=events))

@@ -14,7 +14,6 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mirrorbook.bounds import cut
 from mirrorbook.errors import MirrorbookError, Refused
 from mirrorbook.patterns import compile_whole_id
 
@@ -131,8 +130,7 @@ class Topology(_Strict):
         for f in self.flows:
             if f.name == name:
                 return f
-        raise UnknownFlow(f"Unknown flow {cut(repr(name))}; the topology defines: "
-                          f"{', '.join(self.flow_names()) or 'none'}",
+        raise UnknownFlow(f"Unknown flow {name!r}; the topology defines: {', '.join(self.flow_names()) or 'none'}",
                           "pick one of those, or add the flow to the topology file")
 
     def reverse_of(self, flow: FlowSpec) -> FlowSpec | None:

@@ -124,7 +124,7 @@ async def _bounded_body(request: Request, limit: int) -> bytes:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise InputTooLarge(f"`{BODY}` is more than {limit} bytes; the limit is {limit}")
+            raise InputTooLarge(f"`{BODY}` is more than {limit} bytes, the limit")
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -1,7 +1,8 @@
-"""mirrorbook's Airflow plugin: the KIP-1144 flows API and the flows/drills/audit page.
+"""mirrorbook's Airflow plugin: the KIP-1144 flows API and the flows/drills/audit pages.
 
 Served by Airflow's API server under /mirrorbook (`GET /mirrorbook/`, `/mirrorbook/{source}/{target}`…,
-the page at /mirrorbook/page, linked from the UI's Browse menu), behind Airflow's authentication.
+its schema at /mirrorbook/openapi.json, /docs, /redoc; the pages at /mirrorbook/page, linked from the UI's
+Browse menu, and /mirrorbook/page/flows/{source}/{target}), every route behind Airflow's authentication.
 The code lives in the installed library (`mirrorbook.airflow.api`); this file only registers it.
 """
 

@@ -89,18 +89,6 @@ def test_the_report_is_self_contained_html_with_the_figures(tmp_path: Path):
     assert "FAILED" in failed and "2 record(s) skipped &lt;g0&gt;" in failed
 
 
-def test_the_cli_re_renders_from_the_json_when_the_html_is_gone(tmp_path: Path):
-    html_path, json_path = write_report(_summary(), tmp_path, "d")
-    art = Artifact(artifact_id=1, kind="drill-report", run_id="manual__x", path=str(html_path),
-                   summary={"json": str(json_path)}, created_at=T0)
-    assert report_html(art) == html_path.read_text()
-    html_path.unlink()
-    assert "PASSED" in report_html(art)
-    json_path.unlink()
-    with pytest.raises(DrillNotFound, match="report files of drill manual__x are gone"):
-        report_html(art)
-
-
 def test_every_value_of_the_report_is_escaped_and_only_our_charts_are_markup():
     evil = '<img src=x onerror="alert(1)">'
     html = render_html(_summary(run_id=evil, flow=evil, from_cluster=evil, topics=[evil], groups=[evil],
@@ -113,3 +101,16 @@ def test_every_value_of_the_report_is_escaped_and_only_our_charts_are_markup():
     assert html.count("<svg") == 3 and "&lt;svg" not in html  # the charts are inserted as markup…
     for svg in re.findall(r"<svg.*?</svg>", html, re.S):
         ET.fromstring(svg)  # …well-formed, with the hostile labels escaped inside them
+
+
+def test_the_cli_re_renders_from_the_json_when_the_html_is_gone(tmp_path: Path):
+    html_path, json_path = write_report(_summary(), tmp_path, "d")
+    art = Artifact(artifact_id=1, kind="drill-report", run_id="manual__x", path=str(html_path),
+                   summary={"json": str(json_path)}, created_at=T0)
+    assert report_html(art) == html_path.read_text()
+    html_path.unlink()
+    assert "PASSED" in report_html(art)
+    json_path.unlink()
+    with pytest.raises(DrillNotFound, match="report files of drill manual__x are gone"):
+        report_html(art)
+

@@ -113,4 +113,3 @@ def test_the_cli_re_renders_from_the_json_when_the_html_is_gone(tmp_path: Path):
     json_path.unlink()
     with pytest.raises(DrillNotFound, match="report files of drill manual__x are gone"):
         report_html(art)
-

@@ -1,13 +1,14 @@
-"""mirrorbook's Airflow plugin: the KIP-1144 flows API and the flows/drills/audit page.
+"""mirrorbook's Airflow plugin: the KIP-1144 flows API and the flows/drills/audit pages.
 
 Served by Airflow's API server under /mirrorbook (`GET /mirrorbook/`, `/mirrorbook/{source}/{target}`…,
-the page at /mirrorbook/page, linked from the UI's Browse menu), behind Airflow's authentication.
-The code lives in the installed library (`mirrorbook.api`); this file only registers it.
+its schema at /mirrorbook/openapi.json, /docs, /redoc; the pages at /mirrorbook/page, linked from the UI's
+Browse menu, and /mirrorbook/page/flows/{source}/{target}), every route behind Airflow's authentication.
+The code lives in the installed library (`mirrorbook.airflow.api`); this file only registers it.
 """
 
 from airflow.plugins_manager import AirflowPlugin
 
-from mirrorbook.api.mount import external_view, fastapi_app
+from mirrorbook.airflow.api.mount import external_view, fastapi_app
 
 
 class MirrorbookPlugin(AirflowPlugin):

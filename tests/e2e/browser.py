@@ -1,6 +1,6 @@
-"""Render a page in the system's headless Chromium (Debian `chromium`), with cookies, over the DevTools
-protocol: screenshot + the rendered DOM. No browser download, no extra Python package (websockets
-ships with uvicorn's extras).
+"""Drive the system's headless Chromium (Debian `chromium`), with cookies, over the DevTools protocol:
+render a page (screenshot + the rendered DOM), or hold a tab to drive (click, wait, read form fields).
+No browser download, no extra Python package (websockets ships with uvicorn's extras).
 
 Cookies are why this is not just `chromium --screenshot URL`: the page sits behind Airflow's login,
 and the command line cannot set the session cookie.
@@ -15,8 +15,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from websockets.sync.client import connect
 
@@ -77,9 +78,46 @@ def _devtools_endpoint(profile: Path, proc: subprocess.Popen, timeout_s: float =
     raise TimeoutError("chromium did not open its DevTools port")
 
 
-def render(url: str, cookies: list[dict[str, Any]], screenshot: Path,
-           size: tuple[int, int] = (1400, 1000)) -> str:
-    """Load `url` with `cookies` set; write a full-page PNG to `screenshot`; return the rendered DOM."""
+class Page:
+    """One tab, driven over the DevTools protocol: navigate, evaluate JavaScript, wait, screenshot."""
+
+    def __init__(self, cdp: _Cdp, session: str) -> None:
+        self.cdp, self.session = cdp, session
+
+    def navigate(self, url: str) -> None:
+        self.cdp.call("Page.navigate", self.session, url=url)
+        self.cdp.wait_event("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.cdp.call("Runtime.evaluate", self.session, expression=expression, returnByValue=True,
+                               awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout_s: float = 60.0, what: str = "") -> Any:
+        """Until `expression` is truthy (a single-page app renders after the load event)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what or expression[:80]}: not true within {timeout_s:.0f}s")
+            time.sleep(0.25)
+
+    def dom(self) -> str:
+        return str(self.evaluate("document.documentElement.outerHTML"))
+
+    def screenshot(self, path: Path) -> None:
+        shot = self.cdp.call("Page.captureScreenshot", self.session, format="png", captureBeyondViewport=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+
+@contextmanager
+def page(cookies: list[dict[str, Any]], size: tuple[int, int] = (1400, 1000)) -> Iterator[Page]:
+    """A fresh headless Chromium (own profile, stopped afterwards) with one tab holding `cookies`."""
     exe = chromium()
     if exe is None:
         raise RuntimeError("chromium is not installed (scripts/bootstrap.sh --test installs it)")
@@ -97,13 +135,7 @@ def render(url: str, cookies: list[dict[str, Any]], screenshot: Path,
                 cdp.call("Page.enable", session)
                 cdp.call("Emulation.setDeviceMetricsOverride", session, width=size[0], height=size[1],
                          deviceScaleFactor=1, mobile=False)
-                cdp.call("Page.navigate", session, url=url)
-                cdp.wait_event("Page.loadEventFired")
-                dom = cdp.call("Runtime.evaluate", session, expression="document.documentElement.outerHTML",
-                               returnByValue=True)["result"]["value"]
-                shot = cdp.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
-                screenshot.parent.mkdir(parents=True, exist_ok=True)
-                screenshot.write_bytes(base64.b64decode(shot["data"]))
+                yield Page(cdp, session)
                 cdp.call("Browser.close")
         finally:
             try:
@@ -111,4 +143,13 @@ def render(url: str, cookies: list[dict[str, Any]], screenshot: Path,
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-    return str(dom)
+
+
+def render(url: str, cookies: list[dict[str, Any]], screenshot: Path,
+           size: tuple[int, int] = (1400, 1000)) -> str:
+    """Load `url` with `cookies` set; write a full-page PNG to `screenshot`; return the rendered DOM."""
+    with page(cookies, size) as tab:
+        tab.navigate(url)
+        dom = tab.dom()
+        tab.screenshot(screenshot)
+    return dom

@@ -39,6 +39,51 @@ def test_calls_without_a_valid_airflow_identity_are_refused(e2e: E2E):
     assert _connect_states(e2e, e2e.ops.flow) == dict.fromkeys(("source", "checkpoint", "heartbeat"), "RUNNING")
 
 
+def test_the_schema_and_its_viewers_need_an_airflow_identity_and_the_schema_leads_to_the_api(e2e: E2E):
+    with e2e.client(user=None) as anon:
+        for path in ("/openapi.json", "/docs", "/redoc"):
+            assert anon.get(f"{API}{path}").status_code == 401, path
+    with e2e.client(user="ops") as viewer:  # reading the schema needs what reading flows needs
+        schema, docs, redoc = (viewer.get(f"{API}{p}") for p in ("/openapi.json", "/docs", "/redoc"))
+    assert (schema.status_code, docs.status_code, redoc.status_code) == (200, 200, 200)
+    assert f'"{API}/openapi.json"' in docs.text.replace("'", '"') and f"{API}/openapi.json" in redoc.text
+    body = schema.json()
+    assert body["servers"] == [{"url": API}]
+    paths = body["paths"]
+    assert {"/", "/{source}/{target}", "/{source}/{target}/connectors", "/{source}/{target}/pause",
+            "/{source}/{target}/resume", "/{source}/{target}/offsets", "/page",
+            "/page/flows/{source}/{target}"} <= set(paths)
+    assert not {"/openapi.json", "/docs", "/redoc"} & set(paths)
+    assert {"get", "patch", "delete"} <= set(paths["/{source}/{target}/offsets"])
+    patch_body = paths["/{source}/{target}/offsets"]["patch"]["requestBody"]["content"]["application/json"]["schema"]
+    assert patch_body["required"] == ["offsets"]
+    # Usable as given: every GET it lists, on a real flow, under its server URL, answers 200.
+    with e2e.client() as api:
+        for path, operations in paths.items():
+            if "get" in operations:
+                url = body["servers"][0]["url"] + path.format(source=e2e.ops.alias, target="B")
+                assert api.get(url).status_code == 200, url
+
+
+def test_hostile_input_through_airflow_gets_connects_error_shape_and_bounded_echoes(e2e: E2E):
+    patches_before, puts_before = len(e2e.proxy.calls("PATCH")), len(e2e.proxy.calls("PUT"))
+    with e2e.client() as api:
+        deep = api.patch(f"{API}{e2e.ops.path}/offsets", content="[" * 100_000 + "]" * 100_000)
+        unknown = api.get(f"{API}/{'Z' * 5_000}/B")
+        expand = api.get(f"{API}{e2e.ops.path}/connectors", params={"expand": "x" * 5_000})
+        encoded = api.put(f"{API}/{e2e.ops.alias}%2FB/pause")
+        no_route = api.post(f"{API}{e2e.ops.path}/pause")
+    assert deep.status_code == 400 and deep.json() == {
+        "error_code": 400, "message": "`request body` is nested more than 6 levels deep"}
+    assert unknown.status_code == 404 and unknown.json()["message"].startswith("Unknown flow ")
+    assert len(unknown.text) <= 2_100  # bounded, whatever the topology's wording
+    assert expand.status_code == 400 and "(5000 chars)" in expand.json()["message"] and len(expand.text) < 600
+    assert encoded.json() == {"error_code": 400, "message": "Ambiguous URI path separator"}
+    assert no_route.json() == {"error_code": 405, "message": "HTTP 405 Method Not Allowed"}
+    assert e2e.proxy.calls("PATCH")[patches_before:] == [] and e2e.proxy.calls("PUT")[puts_before:] == []
+    assert _connect_states(e2e, e2e.ops.flow) == dict.fromkeys(("source", "checkpoint", "heartbeat"), "RUNNING")
+
+
 def test_overview_flow_and_connectors_have_the_kip_shape_links_and_no_secret(e2e: E2E):
     with e2e.client() as api:
         root = api.get(f"{API}/").json()
@@ -72,7 +117,8 @@ def test_overview_flow_and_connectors_have_the_kip_shape_links_and_no_secret(e2e
         assert SECRET not in answer
 
     assert unknown.status_code == 404
-    assert unknown.json()["message"].startswith("Unknown flow 'NOPE->B'") and "A->B" in unknown.json()["message"]
+    message = unknown.json()["message"]
+    assert message.startswith("Unknown flow ") and "NOPE->B" in message and "A->B" in message
 
 
 def test_pause_and_resume_change_connect_only_where_needed_and_are_audited_with_the_user(e2e: E2E):

@@ -89,6 +89,20 @@ def test_the_report_is_self_contained_html_with_the_figures(tmp_path: Path):
     assert "FAILED" in failed and "2 record(s) skipped &lt;g0&gt;" in failed
 
 
+def test_every_value_of_the_report_is_escaped_and_only_our_charts_are_markup():
+    evil = '<img src=x onerror="alert(1)">'
+    html = render_html(_summary(run_id=evil, flow=evil, from_cluster=evil, topics=[evil], groups=[evil],
+                                partitions=[PartitionOutcome(group=evil, source_topic=evil, target_topic=evil,
+                                                             partition=0, a_next=1, a_high=2, b_offset=1)],
+                                steps=[StepTiming(step=evil, task_id=evil, result="ok", started_at=T0,
+                                                  ended_at=T0 + timedelta(seconds=1))],
+                                problems=[evil]), evil)
+    assert "<img" not in html and "&lt;img src=x" in html
+    assert html.count("<svg") == 3 and "&lt;svg" not in html  # the charts are inserted as markup…
+    for svg in re.findall(r"<svg.*?</svg>", html, re.S):
+        ET.fromstring(svg)  # …well-formed, with the hostile labels escaped inside them
+
+
 def test_the_cli_re_renders_from_the_json_when_the_html_is_gone(tmp_path: Path):
     html_path, json_path = write_report(_summary(), tmp_path, "d")
     art = Artifact(artifact_id=1, kind="drill-report", run_id="manual__x", path=str(html_path),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mirrorbook.api.redaction import HIDDEN, public_bootstrap, public_config
+from mirrorbook.airflow.api.redaction import HIDDEN, public_bootstrap, public_config
 from mirrorbook.redaction import MASK, is_secret_key, redact, redact_text, utf8
 
 SECRET = "hunter2"

@@ -1,1 +1,2 @@
-"""Airflow glue: provider info, hooks, operators, sensors, triggers. The only package that imports Airflow."""
+"""Airflow glue: provider info, hooks, operators, sensors, triggers, the plugin's web app (`api`).
+The only package that imports Airflow."""

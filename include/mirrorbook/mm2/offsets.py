@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
+from mirrorbook.bounds import cut, shown
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
@@ -31,8 +32,13 @@ class InvalidOffsets(Refused):
     pass
 
 
-def _show(obj: Any) -> str:
+def _key(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+def _show(obj: Any) -> str:
+    """A value from the body as messages echo it: JSON, bounded (a body may hold 1,000-character keys)."""
+    return cut(_key(obj))
 
 
 def _is_int(v: Any) -> bool:
@@ -57,7 +63,7 @@ def _check_partition(role: str, partition: Mapping[str, Any]) -> None:
                                  f"'partition' key, which must be an integer between 0 and {INT32_MAX}")
     unknown = set(partition) - expected
     if unknown:
-        raise InvalidOffsets(f"Source partition {_show(partition)} has unexpected key(s) {sorted(unknown)}; "
+        raise InvalidOffsets(f"Source partition {_show(partition)} has unexpected key(s) {shown(sorted(unknown))}; "
                              f"{CONNECTOR_CLASSES[role]} partitions have exactly: {', '.join(sorted(expected))}")
 
 
@@ -81,13 +87,13 @@ def _check_offset(role: str, partition: Mapping[str, Any], offset: Mapping[str, 
         raise InvalidOffsets(f"{where} for the 'offset' key, which exceeds a 64-bit offset")
     unknown = set(offset) - {"offset"}
     if unknown:
-        raise InvalidOffsets(f"Source offset {_show(offset)} has unexpected key(s) {sorted(unknown)}")
+        raise InvalidOffsets(f"Source offset {_show(offset)} has unexpected key(s) {shown(sorted(unknown))}")
 
 
 def _check_flow(role: str, partition: Mapping[str, Any], flow: FlowSpec) -> None:
     if role == "source" and partition["cluster"] != flow.source:
-        raise InvalidOffsets(f"Source partition {_show(partition)} names cluster {partition['cluster']!r}, but flow "
-                             f"{flow.name} replicates from {flow.source!r}")
+        raise InvalidOffsets(f"Source partition {_show(partition)} names cluster {shown(partition['cluster'])}, "
+                             f"but flow {flow.name} replicates from {flow.source!r}")
     if role == "heartbeat" and (partition["sourceClusterAlias"], partition["targetClusterAlias"]) != (
             flow.source, flow.target):
         raise InvalidOffsets(f"Source partition {_show(partition)} does not belong to flow {flow.name} "
@@ -132,9 +138,9 @@ def validate_offsets(role: str, payload: str | Mapping[str, Any] | ConnectorOffs
         _check_offset(role, entry.partition, entry.offset)
         if flow is not None:
             _check_flow(role, entry.partition, flow)
-        key = _show(entry.partition)
+        key = _key(entry.partition)
         if key in seen:
-            raise InvalidOffsets(f"Source partition {key} appears more than once")
+            raise InvalidOffsets(f"Source partition {_show(entry.partition)} appears more than once")
         seen.add(key)
     return parsed
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from html import escape
 from pathlib import Path
-from string import Template
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from mirrorbook.redaction import redact, redact_text
+from mirrorbook.reports.html import chart, environment
 from mirrorbook.reports.svg import Bar, Marker, Series, bar_chart, line_chart, timeline
 
 ARTIFACT_KIND = "drill-report"
-TEMPLATE = Path(__file__).parent / "templates" / "drill.html"
+TEMPLATE = "drill.html"
+_templates = environment()
 
 
 class PartitionOutcome(BaseModel):
@@ -137,17 +137,6 @@ def steps_chart(s: DrillSummary) -> str:
 
 # -- HTML ------------------------------------------------------------------------------------------
 
-def _fmt(v: Any, unit: str = "") -> str:
-    if v is None:
-        return "—"
-    return f"{v:.2f}{unit}" if isinstance(v, float) else f"{v}{unit}"
-
-
-def _row(*cells: Any, num_from: int = 1) -> str:
-    return "<tr>" + "".join(f'<td{" class=num" if i >= num_from else ""}>{escape(_fmt(c))}</td>'
-                            for i, c in enumerate(cells)) + "</tr>"
-
-
 def render_html(s: DrillSummary, json_name: str) -> str:
     facts = [("canary topics", ", ".join(s.topics)), ("canary groups", ", ".join(s.groups)),
              ("records produced on " + s.from_cluster, s.produced),
@@ -160,26 +149,9 @@ def render_html(s: DrillSummary, json_name: str) -> str:
              ("translation plan", json.dumps(s.plan) if s.plan else None),
              ("flow state before / after", f"{s.flow_state_before} / {s.flow_state_after}"),
              ("restore", s.restored)]
-    problems = ("<ul class=problems>" + "".join(f"<li>{escape(p)}</li>" for p in s.problems) + "</ul>") \
-        if s.problems else ""
-    values = {
-        "run_id": escape(s.run_id), "flow": escape(s.flow), "from_cluster": escape(s.from_cluster),
-        "to_cluster": escape(s.to_cluster), "translation": escape(s.translation),
-        "started_at": escape(_fmt(s.started_at)), "finished_at": escape(_fmt(s.finished_at)),
-        "json_name": escape(json_name), "verdict": "PASSED" if s.ok else "FAILED",
-        "verdict_class": "ok" if s.ok else "bad", "rto": escape(_fmt(s.rto_s, " s")),
-        "skipped": escape(_fmt(s.skipped)), "re_read": escape(_fmt(s.re_read)),
-        "lag_before": escape(_fmt(s.lag_before_cutover.canary_backlog)), "failover": escape(_fmt(s.failover_s, " s")),
-        "problems": problems,
-        "facts": "".join(f"<tr><th>{escape(k)}</th><td>{escape(_fmt(v))}</td></tr>" for k, v in facts),
-        "lag_chart": lag_chart(s), "offsets_chart": offsets_chart(s), "steps_chart": steps_chart(s),
-        "partition_rows": "".join(_row(p.group, f"{p.source_topic}-{p.partition} → {p.target_topic}-{p.partition}",
-                                       p.a_next, p.b_offset, p.b_first_seq, p.read_on_b, p.re_read, p.skipped,
-                                       p.duplicates, num_from=2) for p in s.partitions),
-        "step_rows": "".join(_row(st.step, st.task_id, st.result, _t(s, st.started_at), st.duration_s, num_from=3)
-                             for st in s.steps),
-    }
-    return Template(TEMPLATE.read_text()).substitute(values)
+    charts = {"lag": chart(lag_chart(s)), "offsets": chart(offsets_chart(s)), "steps": chart(steps_chart(s))}
+    return _templates.get_template(TEMPLATE).render(s=s, json_name=json_name, facts=facts, charts=charts,
+                                                    steps=[(st, _t(s, st.started_at)) for st in s.steps])
 
 
 def write_report(s: DrillSummary, out_dir: Path, stem: str) -> tuple[Path, Path]:

@@ -10,11 +10,11 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 
-from mirrorbook.api.auth import Reader
-from mirrorbook.api.context import BasePath, ClientsDep, FlowDep, TopologyDep
-from mirrorbook.api.links import rebased
-from mirrorbook.api.models import OverviewOut
-from mirrorbook.api.redaction import public_bootstrap, public_config
+from mirrorbook.airflow.api.auth import Reader
+from mirrorbook.airflow.api.context import BasePath, ClientsDep, FlowDep, TopologyDep
+from mirrorbook.airflow.api.links import rebased
+from mirrorbook.airflow.api.models import OverviewOut
+from mirrorbook.airflow.api.redaction import public_bootstrap, public_config
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorView
 from mirrorbook.mm2.flows import async_all_flow_status, async_flow_status

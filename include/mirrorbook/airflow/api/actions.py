@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Iterator, Literal
 
-from mirrorbook.api.errors import Locked, NotStopped, not_stopped_message
-from mirrorbook.api.models import Caller
+from mirrorbook.airflow.api.errors import Locked, NotStopped, not_stopped_message
+from mirrorbook.airflow.api.models import Caller
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorOffsets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from mirrorbook.api import control, errors, flows, page
+from mirrorbook.airflow.api import control, errors, flows, page, schema
 
 
 def create_app() -> FastAPI:
@@ -13,9 +13,11 @@ def create_app() -> FastAPI:
         description="MirrorMaker 2 replication flows on Kafka Connect: state, connectors, pause/resume, "
                     "source offsets. Authenticated by Airflow (JWT from POST /auth/token, or the UI session).",
         version="1",
+        openapi_url=None, docs_url=None, redoc_url=None,  # FastAPI's are public: ours (schema.py) need a reader
     )
     errors.install(app)
-    app.include_router(page.router)  # before the flow routes: /page must not read as a flow path
+    app.include_router(schema.router)
+    app.include_router(page.router)  # before the flow routes: /page/… must not read as a flow path
     app.include_router(flows.router)
     app.include_router(control.router)
     return app

@@ -13,12 +13,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from mirrorbook.api import actions
-from mirrorbook.api.auth import FlowOperator, OffsetsOperator, Reader
-from mirrorbook.api.context import AuditDep, BasePath, ClientsDep, FlowDep
-from mirrorbook.api.links import flow_path, offsets_links, rebased
-from mirrorbook.api.models import Caller, ConnectorChangeOut, FlowActionOut, OffsetsChangeOut
+from mirrorbook.airflow.api import actions
+from mirrorbook.airflow.api.auth import FlowOperator, OffsetsOperator, Reader
+from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep, FlowDep
+from mirrorbook.airflow.api.links import flow_path, offsets_links, rebased
+from mirrorbook.airflow.api.models import Caller, ConnectorChangeOut, FlowActionOut, OffsetsChangeOut
 from mirrorbook.audit import AuditStore
+from mirrorbook.bounds import PARAM_LIMITS, InputTooLarge, cut
 from mirrorbook.clients import Clients
 from mirrorbook.mm2.flows import async_flow_status
 from mirrorbook.mm2.offsets import InvalidOffsets, validate_offsets
@@ -89,15 +90,43 @@ async def delete_offsets(caller: OffsetsOperator, flow: FlowDep, clients: Client
     return _offsets_out(flow, rb.info.run_id, outcome, RESET, base)
 
 
+BODY = "request body"
+EXPECTED = 'expected {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}'
+
+
 async def _json_body(request: Request) -> Any:
-    raw = await request.body()
+    """The body, refused before parsing when it is too big or nested too deep (json.loads recurses once
+    per level: a deep body would crash it), and after parsing when it holds too much."""
+    raw = await _bounded_body(request, PARAM_LIMITS.max_bytes)
     if not raw.strip():
-        raise InvalidOffsets("The request body is empty; expected KIP-875 offsets",
-                             'expected {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}')
+        raise InvalidOffsets("The request body is empty; expected KIP-875 offsets", EXPECTED)
+    PARAM_LIMITS.check_text(BODY, raw)
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return raw.decode("utf-8", "replace")  # validate_offsets names the JSON error precisely
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidOffsets(f"The request body is not UTF-8 (byte {exc.start})", EXPECTED) from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return text  # validate_offsets names the JSON error precisely
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise InvalidOffsets(f"The request body is not usable JSON: {cut(str(exc), 120)}", EXPECTED) from None
+    PARAM_LIMITS.check(BODY, body)
+    return body
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """At most `limit` bytes are ever held: a bigger body is refused while it is still arriving."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise InputTooLarge(f"`{BODY}` is {int(declared)} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise InputTooLarge(f"`{BODY}` is more than {limit} bytes, the limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _offsets_out(flow: FlowSpec, run_id: str, outcome: Any, done: str, base: str) -> OffsetsChangeOut:

@@ -36,7 +36,7 @@ class LazyApp:
 
 
 def _build() -> Any:
-    from mirrorbook.api.app import create_app
+    from mirrorbook.airflow.api.app import create_app
 
     return create_app()
 

@@ -20,7 +20,7 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep
 
-from mirrorbook.api.models import Caller
+from mirrorbook.airflow.api.models import Caller
 
 PAUSE_RESUME_DAG = "mm2_pause_resume"
 OFFSETS_DAG = "mm2_offsets"
@@ -43,7 +43,7 @@ def _caller(user: Any) -> Caller:
 
 
 def reader(user: GetUserDep) -> Caller:
-    """Any user who may read DAG runs may read flows, connectors, offsets and the page."""
+    """Any user who may read DAG runs may read flows, connectors, offsets, the pages and the API's schema."""
     if not _allowed(user, "GET", None):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "Forbidden: reading flows needs read access to DAG runs")
     return _caller(user)
@@ -61,6 +61,10 @@ def runbook_runner(dag_id: str) -> Callable[..., Caller]:
     return check
 
 
+may_pause_resume = runbook_runner(PAUSE_RESUME_DAG)
+may_change_offsets = runbook_runner(OFFSETS_DAG)
+GUARDS = (reader, may_pause_resume, may_change_offsets)  # every route depends on exactly one of these
+
 Reader = Annotated[Caller, Depends(reader)]
-FlowOperator = Annotated[Caller, Depends(runbook_runner(PAUSE_RESUME_DAG))]
-OffsetsOperator = Annotated[Caller, Depends(runbook_runner(OFFSETS_DAG))]
+FlowOperator = Annotated[Caller, Depends(may_pause_resume)]
+OffsetsOperator = Annotated[Caller, Depends(may_change_offsets)]

@@ -12,6 +12,7 @@ relative to the new ends.
 
 from __future__ import annotations
 
+import asyncio
 import argparse
 import shlex
 import time
@@ -25,7 +26,8 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, LoadReport, load
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.mm2 import flows_cli
-from mirrorbook.mm2.flows import FlowState, FlowStatus, all_flow_status
+from mirrorbook.mm2.flows import FlowState, FlowStatus
+from mirrorbook.replication import all_status
 from mirrorbook.mm2.internal_topics import CheckpointLog, InternalTopicMissing, read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.topology import FlowSpec, Topology
@@ -160,7 +162,7 @@ def wait_caught_up(clients: Clients, flow: FlowSpec, workload: Workload, deadlin
     wanted = {(t, p) for t in workload.topics for p in range(PARTITIONS)}
 
     def check() -> tuple[list[FlowStatus] | None, str]:
-        statuses = all_flow_status(clients)
+        statuses = asyncio.run(all_status(clients))
         problems = [f"{s.flow} is {s.state.value}" for s in statuses if s.state != FlowState.REPLICATING]
         main = next(s for s in statuses if s.flow == flow.name)
         lag = {(p.topic, p.partition): p.lag for p in main.lag if (p.topic, p.partition) in wanted}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 
 from mirrorbook.clients import Clients, TopologyResolver
-from mirrorbook.mm2.flows import FlowStatus, all_flow_status
+from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.replication import all_status
 from mirrorbook.topology import load_topology
 
 
@@ -39,7 +41,7 @@ def render(statuses: list[FlowStatus], partitions: bool = False) -> str:
 
 def cmd_flows(args: argparse.Namespace) -> int:
     clients = Clients(TopologyResolver(load_topology(args.topology)))
-    statuses = all_flow_status(clients)
+    statuses = asyncio.run(all_status(clients))
     if args.json:
         print(json.dumps([s.model_dump(mode="json", by_alias=True) for s in statuses], indent=2))
     else:

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import FlowStatus, flow_status
+from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBeforeCutover, LagPoint,
                                              PartitionOutcome, StepTiming, write_report)
@@ -53,7 +53,6 @@ DRILL_SOURCE = "dr_drill"
 CANARY_KEY, RESUME_KEY, RESTORE_KEY = "drill.canary", "drill.resume", "drill.restore"
 STEADY_SAMPLES = 3
 CONSUMER_GRACE_S = 0.5
-DEFAULT_EXCLUDE = r".*[\-\.]internal,.*\.replica,__.*"  # MM2's default topics.exclude
 
 
 class DrillFailed(MirrorbookError):
@@ -177,7 +176,7 @@ class Sampler:
         return sum(max(0, src[tp] - dst.get(self.remote[tp], 0)) for tp in self.tps)
 
     def sample(self) -> tuple[int, FlowStatus]:
-        status = flow_status(self.clients, self.flow)
+        status = self.clients.replication(self.flow).status()
         backlog = self.backlog()
         self.rb.audit.record_metrics(self.flow.name, _now(), {**status.metrics(), "source": DRILL_SOURCE,
                                                               "run_id": self.rb.info.run_id, "canary_backlog": backlog})
@@ -194,8 +193,7 @@ def _lag_before(backlog: int, status: FlowStatus) -> LagBeforeCutover:
 
 def unreplicated(clients: Clients, flow: FlowSpec, topics: list[str]) -> list[str]:
     """Canary topics the flow's `topics`/`topics.exclude` settings would not replicate."""
-    include = failover.connector_setting(clients, flow, "source", "topics", ".*")
-    exclude = failover.connector_setting(clients, flow, "source", "topics.exclude", DEFAULT_EXCLUDE)
+    include, exclude = clients.replication(flow).replicated_topics_filter()
     try:
         inc = re.compile("|".join(p.strip() for p in include.split(",") if p.strip()) or "(?!)")
         exc = re.compile("|".join(p.strip() for p in exclude.split(",") if p.strip()) or "(?!)")
@@ -217,7 +215,7 @@ def run_canary(rb: Runbook, clients: Clients, topology: Topology, params: DrillP
             raise GateRefused(f"Flow {flow.name} does not replicate the canary topic(s) {', '.join(missing)} "
                               "(its source connector's topics/topics.exclude)",
                               "add them to the flow's `topics`, or pick a `topic_prefix` it replicates")
-        before = flow_status(clients, flow)
+        before = clients.replication(flow).status()
         admin = clients.admin(flow.source)
         step.observe({"flow_state": before.state.value, "topics": topics, "groups": groups})
         missing = sorted(set(topics) - set(admin.topics()))
@@ -433,7 +431,7 @@ def restore(rb: Runbook, clients: Clients, topology: Topology, params: DrillPara
     if params.cleanup and canary:
         _delete_groups(rb, clients, flow, canary.groups)
         outcome += "; canary groups deleted on both clusters"
-    after = flow_status(clients, flow).state.value
+    after = clients.replication(flow).status().state.value
     rb.progress_set(RESTORE_KEY, {"outcome": outcome, "flow_state_after": after})
     return {"outcome": outcome, "flow_state_after": after}
 

@@ -32,7 +32,6 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Rec, read_partitions, translate_precise
 from mirrorbook.mm2.records import OffsetSync
 from mirrorbook.runbooks.engine import Runbook
-from mirrorbook.runbooks.failover import connector_setting, replicated_offsets
 from mirrorbook.runbooks.move import Move
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
 from mirrorbook.topology import FlowSpec
@@ -82,9 +81,9 @@ def back_rows(clients: Clients, original: FlowSpec, back: dict[str, dict[TP, int
     if not back:
         return []
     policy = ReplicationPolicy.for_flow(original)
-    location = connector_setting(clients, original, "source", "offset-syncs.topic.location", "source")
+    location = clients.replication(original).offset_mapping().offset_syncs_location
     syncs = read_offset_syncs(clients.kafka_config(original.source if location == "source" else original.target),
-                              original.source, original.target, location=location, policy=policy)  # type: ignore[arg-type]
+                              original.source, original.target, location=location, policy=policy)
     from_admin = clients.admin(original.target)
     remote_tps = {tp for offs in back.values() for tp in offs}
     remote_marks = from_admin.watermarks(remote_tps)
@@ -163,10 +162,10 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     rows = back_rows(clients, original, back, params.translation, to_admin)
     if forward:
         policy = ReplicationPolicy.for_flow(via)
-        location = connector_setting(clients, via, "source", "offset-syncs.topic.location", "source")
+        location = clients.replication(via).offset_mapping().offset_syncs_location
         report = translate_precise(clients.kafka_config(via.source), clients.kafka_config(via.target), via.source,
                                    via.target, move.regex, policy=policy, committed=forward,
-                                   offset_syncs_location=location)  # type: ignore[arg-type]
+                                   offset_syncs_location=location)
         fwd = rows_from_precise(report, params.translation)
         wanted = {g: {TP(policy.format_remote_topic(via.source, tp.topic), tp.partition): o for tp, o in offs.items()}
                   for g, offs in forward.items()}
@@ -181,7 +180,7 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
 def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     """Per partition of the original flow's topics: records on its source that never reached its target."""
     policy = ReplicationPolicy()
-    replicated = {tp: o for tp, o in replicated_offsets(clients, original).items()
+    replicated = {tp: o for tp, o in clients.replication(original).replicated_offsets().items()
                   if not policy.is_heartbeats_topic(tp.topic)}
     admin = clients.admin(original.source)
     existing = admin.topics()

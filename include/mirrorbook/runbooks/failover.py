@@ -8,7 +8,6 @@ from typing import Any
 
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
-from mirrorbook.connect.errors import ConnectError
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.internal_topics import read_checkpoints
@@ -20,15 +19,6 @@ from mirrorbook.runbooks.plan import (PlanRow, TranslationPlan, add_earliest_fal
                                       rows_from_precise)
 from mirrorbook.topology import FlowSpec
 
-DEFAULT_CHECKPOINT_INTERVAL_S = 60
-
-
-def connector_setting(clients: Clients, flow: FlowSpec, role: str, key: str, default: str) -> str:
-    try:
-        with clients.connect(flow) as c:
-            return c.get_config(flow.connector(role)).get(key, default)
-    except ConnectError:
-        return default
 
 
 def _remote_committed(committed: dict[str, dict[TP, int]], policy: ReplicationPolicy, source_alias: str,
@@ -68,18 +58,15 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     if move.planned:
         committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
                                       target_admin.topics())
+        mapping = clients.replication(flow).offset_mapping()
         if params.translation == "mm2":
-            interval = int(connector_setting(clients, flow, "checkpoint", "emit.checkpoints.interval.seconds",
-                                             str(DEFAULT_CHECKPOINT_INTERVAL_S)))
-            stale = wait_checkpoints(clients, flow, committed, timeout_s=2 * interval + 5)
+            wait_s = 2 * mapping.checkpoint_interval_s + 5
+            stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
             if stale:
-                notes.append(f"checkpoints behind the committed offsets after {2 * interval + 5}s for: "
-                             + ", ".join(stale[:10]))
-        location = connector_setting(clients, flow, "source", "offset-syncs.topic.location", "source")
+                notes.append(f"checkpoints behind the committed offsets after {wait_s}s for: " + ", ".join(stale[:10]))
         report = translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
                                    flow.source, flow.target, move.regex, policy=policy,
-                                   offset_syncs_location=location,  # type: ignore[arg-type]
-                                   committed=committed)
+                                   offset_syncs_location=mapping.offset_syncs_location, committed=committed)
         rows = rows_from_precise(report, params.translation)
         wanted = {g: {TP(policy.format_remote_topic(flow.source, tp.topic), tp.partition): o
                       for tp, o in offs.items()} for g, offs in committed.items()}
@@ -105,15 +92,6 @@ def _row_key(r: PlanRow) -> tuple:
 
 # -- RPO -------------------------------------------------------------------------------------------
 
-def replicated_offsets(clients: Clients, flow: FlowSpec) -> dict[TP, int]:
-    """The last source offset the flow's source connector committed, per partition (read from Connect
-    on the target side, so it answers while the source cluster is down)."""
-    with clients.connect(flow) as c:
-        offsets = c.get_offsets(flow.connector("source"))
-    return {TP(e.partition["topic"], int(e.partition["partition"])): int(e.offset["offset"])
-            for e in offsets.offsets if e.offset and e.partition.get("cluster") == flow.source}
-
-
 def rpo_estimate(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict[str, Any]:
     """Records written to the source that never reached the target, per partition.
 
@@ -123,7 +101,7 @@ def rpo_estimate(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict[st
     observation cannot be known while the source is down.
     """
     policy = ReplicationPolicy()
-    replicated = replicated_offsets(clients, flow)
+    replicated = clients.replication(flow).replicated_offsets()
     sample = audit.latest_metrics(flow.name)
     per: dict[str, int] = {}
     if sample and sample.metrics.get("partitions"):

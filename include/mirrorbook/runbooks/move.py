@@ -21,12 +21,10 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks.checks import drain_lag
-from mirrorbook.runbooks.connectors import set_flow_state
 from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, TranslationPlan, managed_groups
@@ -148,7 +146,7 @@ def _settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: fl
     when topics appear) up to `wait_s` to come back before judging."""
     deadline = time.monotonic() + wait_s
     while True:
-        status = flow_status(clients, flow, with_lag=with_lag)
+        status = clients.replication(flow).status(with_lag=with_lag)
         if status.detailed_state.source_task_running or time.monotonic() >= deadline:
             return status
         time.sleep(1.0)
@@ -258,12 +256,10 @@ def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationP
 
 
 def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list[StepOutcome]:
-    with clients.connect(flow) as client:
-        out = set_flow_state(rb, client, flow, "all", "STOPPED")
+    out = clients.replication(flow).set_state(rb, "STOPPED")
     _mark(rb, "flow_stopped_at")
     return out
 
 
 def start_flow(rb: Runbook, clients: Clients, flow: FlowSpec) -> list[StepOutcome]:
-    with clients.connect(flow) as client:
-        return set_flow_state(rb, client, flow, "all", "RUNNING")
+    return clients.replication(flow).set_state(rb, "RUNNING")

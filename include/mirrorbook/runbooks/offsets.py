@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mirrorbook.connect.client import ConnectClient, Endpoints
 from mirrorbook.connect.models import ConnectorOffsets, OffsetEntry
@@ -81,12 +81,13 @@ def _expected_after(action: str, current: ConnectorOffsets, change: ConnectorOff
     return after
 
 
-def list_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str,
+def list_offsets(rb: Runbook, offsets_of: Callable[[str], ConnectorOffsets], flow: FlowSpec, role: str,
                  out_dir: Path | None = None) -> StepOutcome:
-    """GET the offsets, keep them in the audit (as a snapshot) and as Strimzi's JSON artifact."""
+    """Read the offsets (`offsets_of(role)`: the replication backend's own offsets), keep them in the audit
+    (as a snapshot) and as Strimzi's JSON artifact."""
     name = flow.connector(role)
     with rb.step("offsets.list", flow.name) as step:
-        offsets = client.get_offsets(name).sorted()
+        offsets = offsets_of(role).sorted()
         body = offsets.to_body()
         sid = rb.audit.save_snapshot(SNAPSHOT_KIND, flow.name, name, {"connector": name, "role": role, **body},
                                      run_id=rb.info.run_id, note="listed")

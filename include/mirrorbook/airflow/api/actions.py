@@ -19,9 +19,8 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.runbooks import lock
-from mirrorbook.runbooks.connectors import ACTION_TARGET, set_flow_state
+from mirrorbook.runbooks.connectors import ACTION_TARGET
 from mirrorbook.runbooks.engine import GateRefused, RunInfo, Runbook, StepOutcome
-from mirrorbook.runbooks.offsets import change_offsets
 from mirrorbook.topology import FlowSpec
 
 TASK_PREFIX = "flows-api"
@@ -53,8 +52,8 @@ def set_state(clients: Clients, flow: FlowSpec, action: StateAction, caller: Cal
               audit: AuditStore) -> tuple[Runbook, list[StepOutcome]]:
     """Pause or resume all three connectors of the flow; connectors already there are left alone."""
     rb = new_runbook(action, flow, caller, audit)
-    with clients.connect(flow) as client, locked(rb, flow):
-        outcomes = set_flow_state(rb, client, flow, "all", ACTION_TARGET[action], timeout_s=WAIT_TIMEOUT_S)
+    with locked(rb, flow):
+        outcomes = clients.replication(flow).set_state(rb, ACTION_TARGET[action], timeout_s=WAIT_TIMEOUT_S)
     return rb, outcomes
 
 
@@ -66,14 +65,13 @@ def change_source_offsets(clients: Clients, flow: FlowSpec, action: OffsetsActio
     changes something (Connect would refuse the PATCH/DELETE the same way; we do not send it).
     """
     name = flow.connector("source")
-    with clients.connect(flow) as client:
-        if client.status(name).connector.state != "STOPPED":
-            raise NotStopped(not_stopped_message(name))
-        rb = new_runbook(f"offsets.{action}", flow, caller, audit)
-        with locked(rb, flow):
-            try:
-                outcome = change_offsets(rb, client, flow, "source", action, requested=requested,
-                                         timeout_s=WAIT_TIMEOUT_S)
-            except GateRefused as exc:  # resumed by someone between our check and the engine's
-                raise NotStopped(not_stopped_message(name)) from exc
+    backend = clients.replication(flow)
+    if backend.status(with_lag=False).connectors["source"].state != "STOPPED":
+        raise NotStopped(not_stopped_message(name))
+    rb = new_runbook(f"offsets.{action}", flow, caller, audit)
+    with locked(rb, flow):
+        try:
+            outcome = backend.change_own_offsets(rb, "source", action, requested=requested, timeout_s=WAIT_TIMEOUT_S)
+        except GateRefused as exc:  # resumed by someone between our check and the engine's
+            raise NotStopped(not_stopped_message(name)) from exc
     return rb, outcome

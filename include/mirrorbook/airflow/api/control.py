@@ -21,7 +21,6 @@ from mirrorbook.airflow.api.models import Caller, ConnectorChangeOut, FlowAction
 from mirrorbook.audit import AuditStore
 from mirrorbook.bounds import PARAM_LIMITS, InputTooLarge, cut
 from mirrorbook.clients import Clients
-from mirrorbook.mm2.flows import async_flow_status
 from mirrorbook.mm2.offsets import InvalidOffsets, validate_offsets
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
@@ -46,7 +45,7 @@ async def resume(caller: FlowOperator, flow: FlowDep, clients: ClientsDep, audit
 async def _set_state(action: actions.StateAction, caller: Caller, flow: FlowSpec, clients: Clients,
                      audit: AuditStore, base: str) -> FlowActionOut:
     rb, outcomes = await asyncio.to_thread(actions.set_state, clients, flow, action, caller, audit)
-    after = await async_flow_status(clients, flow, with_lag=False)
+    after = await clients.replication(flow).astatus(with_lag=False)
     by_role = {o.details["role"]: o for o in outcomes}  # the engine's order is the safe order, not ours to show
     changes = {cls: ConnectorChangeOut(connector=o.details["connector"], result=o.result, before=o.before,
                                        after=o.after)
@@ -59,9 +58,8 @@ async def _set_state(action: actions.StateAction, caller: Caller, flow: FlowSpec
 
 @router.get("/{source}/{target}/offsets", summary="The flow's MirrorSourceConnector offsets (KIP-875 body)")
 async def get_offsets(_: Reader, flow: FlowDep, clients: ClientsDep, base: BasePath) -> dict[str, Any]:
-    async with clients.async_connect(flow) as client:
-        offsets = await client.get_offsets(flow.connector("source"))
-    return {**offsets.sorted().to_body(), "links": offsets_links(flow, base)}
+    offsets = await asyncio.to_thread(clients.replication(flow).own_offsets, "source")
+    return {**offsets.to_body(), "links": offsets_links(flow, base)}
 
 
 # The body is read raw (not as a FastAPI model) so that any malformed body gets validate_offsets' precise

@@ -17,7 +17,7 @@ from mirrorbook.airflow.api.models import OverviewOut
 from mirrorbook.airflow.api.redaction import public_bootstrap, public_config
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorView
-from mirrorbook.mm2.flows import async_all_flow_status, async_flow_status
+from mirrorbook.replication import all_status
 from mirrorbook.redaction import redact
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec, Topology
 
@@ -27,7 +27,7 @@ Expand = Literal["info", "status"]
 
 @router.get("/", response_model=OverviewOut, summary="Every flow with its KIP-1144 state, and the clusters")
 async def overview(_: Reader, topo: TopologyDep, clients: ClientsDep, base: BasePath) -> dict[str, Any]:
-    statuses = await async_all_flow_status(clients, with_lag=False)
+    statuses = await all_status(clients, with_lag=False)
     return {"flows": {s.flow: rebased(s.kip1144_summary(), base) for s in statuses},
             "clusters": cluster_map(topo, clients)}
 
@@ -38,7 +38,7 @@ def cluster_map(topo: Topology, clients: Clients) -> dict[str, str]:
 
 @router.get("/{source}/{target}", summary="One flow: state, connectors, replicated topics, lag, links")
 async def flow_detail(_: Reader, flow: FlowDep, clients: ClientsDep, base: BasePath) -> dict[str, Any]:
-    status = await async_flow_status(clients, flow, with_lag=True)
+    status = await clients.replication(flow).astatus(with_lag=True)
     return rebased(status.kip1144_detail(), base)
 
 

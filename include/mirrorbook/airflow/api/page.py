@@ -23,7 +23,7 @@ from mirrorbook.airflow.api.links import PAGE, RunbookLink, runbook_links
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import MetricsSample
 from mirrorbook.bounds import cut
-from mirrorbook.mm2.flows import async_all_flow_status, async_flow_status
+from mirrorbook.replication import all_status
 from mirrorbook.reports.html import environment
 
 router = APIRouter()
@@ -43,7 +43,7 @@ def _flow_extras(audit: AuditStore, flow: str, base: str) -> tuple[MetricsSample
 
 @router.get(PAGE, response_class=HTMLResponse, summary="Every flow, recent drills and audit events (HTML)")
 async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BasePath) -> HTMLResponse:
-    statuses = await async_all_flow_status(clients, with_lag=True)
+    statuses = await all_status(clients, with_lag=True)
 
     def from_audit() -> tuple[list[Any], list[views.DrillRow], list[views.EventRow]]:
         extras = [_flow_extras(audit, s.flow, base) for s in statuses]
@@ -60,7 +60,7 @@ async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BaseP
             summary="One flow: state, connectors, lag per partition, freshness, runbooks, its audit events (HTML)")
 async def flow_page(caller: Reader, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
                     base: BasePath) -> HTMLResponse:
-    status = await async_flow_status(clients, flow, with_lag=True)
+    status = await clients.replication(flow).astatus(with_lag=True)
 
     def from_audit() -> tuple[MetricsSample | None, list[RunbookLink], list[views.EventRow]]:
         sample, links = _flow_extras(audit, flow.name, base)

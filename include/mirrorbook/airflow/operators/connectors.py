@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks.connectors import ACTION_TARGET, set_flow_state
+from mirrorbook.runbooks.connectors import ACTION_TARGET
 
 WAIT_S = 120.0  # per connector
 
@@ -28,7 +28,7 @@ class ConnectorStateOperator(MirrorbookBaseOperator):
         params = self.runbook_params(context)
         rb = self.runbook(context)
         flow = params.flow_spec
-        with self.hook.clients.connect(flow) as client:
-            guarded(lambda: set_flow_state(rb, client, flow, params.connectors, ACTION_TARGET[params.action],
-                                           wait=self.wait, timeout_s=self.timeout))
+        backend = self.hook.clients.replication(flow)
+        guarded(lambda: backend.set_state(rb, ACTION_TARGET[params.action], parts=params.connectors, wait=self.wait,
+                                          timeout_s=self.timeout))
         return self.log_outcomes(rb)

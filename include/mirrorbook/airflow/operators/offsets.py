@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks.offsets import change_offsets, list_offsets
+from mirrorbook.runbooks.offsets import list_offsets
 
 WAIT_S = 120.0
 
@@ -23,13 +23,13 @@ class ConnectorOffsetsOperator(MirrorbookBaseOperator):
         params = self.runbook_params(context)
         rb = self.runbook(context)
         flow = params.flow_spec
-        with self.hook.clients.connect(flow) as client:
-            if params.action == "list":
-                out_dir = Path(self.artifacts_dir) if self.artifacts_dir else None
-                guarded(lambda: list_offsets(rb, client, flow, params.connector, out_dir))
-            else:
-                guarded(lambda: change_offsets(rb, client, flow, params.connector, params.action,
-                                               requested=params.parsed_offsets, snapshot_id=params.snapshot_id,
-                                               stop_first=params.stop_first, timeout_s=self.timeout,
-                                               effect=params.effect))
+        backend = self.hook.clients.replication(flow)
+        if params.action == "list":
+            out_dir = Path(self.artifacts_dir) if self.artifacts_dir else None
+            guarded(lambda: list_offsets(rb, backend.own_offsets, flow, params.connector, out_dir))
+        else:
+            guarded(lambda: backend.change_own_offsets(rb, params.connector, params.action,
+                                                       requested=params.parsed_offsets, snapshot_id=params.snapshot_id,
+                                                       stop_first=params.stop_first, timeout_s=self.timeout,
+                                                       effect=params.effect))
         return self.log_outcomes(rb)

@@ -15,7 +15,6 @@ from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.kafka import GroupsInactiveTrigger, ReplicationDrainedTrigger
-from mirrorbook.mm2.flows import flow_status
 from mirrorbook.runbooks.checks import active_groups, drained
 from mirrorbook.runbooks.move import PLAN_KEY, Move, move_for
 from mirrorbook.runbooks.params import MAX_WAIT_S
@@ -64,7 +63,7 @@ class ReplicationDrainedSensor(_MoveGateSensor):
 
     def poke(self, context: Any) -> bool:
         max_lag = self.runbook_params(context).max_lag
-        ok, behind = drained(flow_status(self.hook.clients, self.move(context).via), max_lag)
+        ok, behind = drained(self.hook.clients.replication(self.move(context).via).status(), max_lag)
         if not ok:
             self.log.info("not drained yet: %s", behind)
         return ok

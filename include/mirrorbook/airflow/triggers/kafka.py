@@ -10,7 +10,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.mm2.flows import async_flow_status
 from mirrorbook.runbooks.checks import active_groups, describe_behind, drained
 from mirrorbook.runbooks.plan import managed_groups
 from mirrorbook.topology import load_topology
@@ -64,7 +63,7 @@ class ReplicationDrainedTrigger(_PollingTrigger):
         return {"flow": self.flow, "max_lag": self.max_lag, "topics": self.topics}
 
     async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
-        status = await async_flow_status(clients, topology.flow(self.flow))
+        status = await clients.replication(topology.flow(self.flow)).astatus()
         ok, behind = drained(status, self.max_lag, set(self.topics) if self.topics else None)
         return ok, {"behind": describe_behind(behind), "total_lag": sum(behind.values()),
                     "state": status.state.value, "message": f"replication of {self.flow} not drained within "

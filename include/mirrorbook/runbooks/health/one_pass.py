@@ -1,7 +1,7 @@
 """One health pass over many flows: everything read at once, then each flow evaluated.
 
 Cost grows with flows, not with their product: Connect and both clusters are asked per flow, all at
-once (`async_all_flow_status`, with one Connect client and one connector listing per Connect cluster);
+once (`replication.all_status`: for MM2, one Connect client and one connector listing per Connect cluster);
 MM2's heartbeats and checkpoints topics are read once per *target cluster* (one consumer for every flow
 into it) and committed group offsets once per *source cluster*. The pass runs on `Clients.per_pass()`:
 one admin and one topic listing per Kafka cluster, shared by every flow.
@@ -19,7 +19,7 @@ from typing import Awaitable, Callable, Iterable, TypeVar
 
 from mirrorbook.audit import AuditStore, MetricsSample
 from mirrorbook.clients import Clients
-from mirrorbook.mm2.flows import async_all_flow_status
+from mirrorbook.replication import all_status
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import replication_hops
 from mirrorbook.runbooks.health.evaluation import flow_health
@@ -83,7 +83,7 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
     # Each source's listing is taken (and its connection opened) while Connect answers, not after.
     listed = [_guarded(context.clients.admin(s).topics, lambda exc: None) for s in by_source]
     statuses, _, *rest = await asyncio.gather(
-        async_all_flow_status(context.clients, flows),
+        all_status(context.clients, flows),
         asyncio.to_thread(context.read_history, audit, flows),
         *listed,
         *(_guarded(lambda t=t, fs=fs: read_target(context.clients, t, fs, since_ms), target_failed(t))

@@ -7,7 +7,6 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.runbooks import lock
-from mirrorbook.runbooks.connectors import set_connector_state
 from mirrorbook.runbooks.engine import GateRefused, Runbook
 from mirrorbook.topology import FlowSpec
 
@@ -26,15 +25,15 @@ def restart_failed(rb: Runbook, clients: Clients, flow: FlowSpec, roles: list[st
     except GateRefused as exc:
         return [f"not restarted: {exc.message}"]
     notes = []
+    backend = clients.replication(flow)
     try:
-        with clients.connect(flow) as client:
-            for role in roles:
-                name = flow.connector(role)
-                try:
-                    set_connector_state(rb, client, flow, role, "RUNNING", timeout_s=timeout_s)
-                    notes.append(f"{name}: restarted FAILED parts, RUNNING again")
-                except MirrorbookError as exc:
-                    notes.append(f"{name}: restart did not bring it back: {exc.message}")
+        for role in roles:
+            name = flow.connector(role)
+            try:
+                backend.set_state(rb, "RUNNING", parts=role, timeout_s=timeout_s)
+                notes.append(f"{name}: restarted FAILED parts, RUNNING again")
+            except MirrorbookError as exc:
+                notes.append(f"{name}: restart did not bring it back: {exc.message}")
     finally:
         lock.release(rb, [flow])
     return notes

@@ -43,8 +43,11 @@ def rewound(devstack, admin_a, admin_b, use_topology):
     remote = TP(f"{alias}.{topic}", 0)
     with ConnectClient(devstack.require().workers["B"].url) as c:
         wait_for(c, flow.connector("checkpoint"), "RUNNING", timeout_s=90, min_tasks=1, fail_fast=False)
-    produce(admin_a.bootstrap, [topic], RECORDS)
-    wait_mirrored(admin_a, admin_b, topic, remote.topic)
+    # In batches, each mirrored before the next: MM2's sync writer coalesces a burst into a few syncs (it
+    # keeps only the newest pending one), and the checkpoint of 250 is only as good as the syncs below it.
+    for _ in range(RECORDS // 30):
+        produce(admin_a.bootstrap, [topic], 30)
+        wait_mirrored(admin_a, admin_b, topic, remote.topic)
     admin_a.alter_group_offsets({group: {TP(topic, 0): CHECKPOINTED}})
 
     def checkpoint():
@@ -52,8 +55,11 @@ def rewound(devstack, admin_a, admin_b, use_topology):
             (group, remote.topic, 0))
     # MM2's first checkpoints are conservative (its store fills as syncs arrive); wait for one past the
     # offset the group will rewind to — the one a consumer would be moved to after the rewind.
-    eventually(lambda: (cp := checkpoint()) is not None and cp.upstream_offset == CHECKPOINTED
-               and cp.downstream_offset > REWOUND + 10, timeout=90,
+    def translated_past_rewind():
+        cp = checkpoint()
+        assert cp is not None and cp.upstream_offset == CHECKPOINTED and cp.downstream_offset > REWOUND + 10, cp
+        return cp
+    eventually(translated_past_rewind, timeout=90,
                what=f"MM2's checkpoint of {group} at {CHECKPOINTED}, translated past {REWOUND}")
     # The checkpoint connector falls behind (paused here; a stalled or failing task does the same): the
     # group then rewinds, and MM2's latest checkpoint for it is the old one, above its position.

@@ -61,8 +61,11 @@ def _rb(tmp_path, dry_run: bool = False) -> Runbook:
 
 
 def test_status_is_kip1144_and_lag_is_per_source_partition(subject: Subject):
-    st = eventually(lambda: (s := subject.backend.status()).state.value == "REPLICATING" and s.total_lag == 0 and s,
-                    timeout=60, what="replicating and drained")
+    def drained():
+        s = subject.backend.status()
+        mine = [p.lag for p in s.lag if p.topic == subject.topic]
+        return s.state.value == "REPLICATING" and len(mine) == 2 and not any(mine) and s
+    st = eventually(drained, timeout=60, what="replicating and drained")
     assert st.flow == subject.backend.flow.name and subject.remote in st.replicated_topics
     assert {(p.topic, p.partition) for p in st.lag if p.topic == subject.topic} == {(subject.topic, 0),
                                                                                    (subject.topic, 1)}
@@ -106,8 +109,9 @@ def test_offset_mapping_says_where_translation_comes_from(subject: Subject):
 
 def test_own_offsets_change_only_when_stopped_and_restore_exactly(subject: Subject, tmp_path):
     b = subject.backend
-    before = b.own_offsets("source")
-    entry = next(e for e in before.offsets if e.partition.get("topic") == subject.topic)
+    entry = eventually(lambda: next((e for e in b.own_offsets("source").offsets
+                                     if e.partition.get("topic") == subject.topic and e.offset), None),
+                       timeout=60, what="the source connector's committed offsets")
     wanted = ConnectorOffsets.model_validate({"offsets": [{"partition": entry.partition, "offset": {"offset": 3}}]})
     with pytest.raises(GateRefused, match="must be STOPPED"):
         b.change_own_offsets(_rb(tmp_path), "source", "alter", requested=wanted)

@@ -18,6 +18,11 @@ NOT_STOPPED_MARKER = "must be in the STOPPED state"
 MESSAGE_LIMIT = 1_000  # Connect's messages are short; a proxy's HTML error page is not
 
 
+def seconds(value: float) -> str:
+    """A duration as people read it: 2s for 1.99999 (a deadline's remainder), 1800s, 0.25s."""
+    return f"{value:.0f}s" if value >= 100 else f"{value:.3g}s"
+
+
 @dataclass(frozen=True)
 class Where:
     """The place of one Connect call: the cluster (`cluster` alias, `url` without userinfo) and the call."""
@@ -116,7 +121,7 @@ class ConnectDeadlineExceeded(ConnectError):
 
     def __init__(self, last: ConnectError, *, attempts: int, deadline_s: float) -> None:
         super().__init__(f"gave up after {attempts} attempt{'s' if attempts != 1 else ''} within "
-                         f"{deadline_s:g}s; last error: {last.reason()}",
+                         f"{seconds(deadline_s)}; last error: {last.reason()}",
                          status=last.status, where=last.where, attempts=attempts,
                          hint=last.hint or "check the worker (`GET /` and its log), or give the call a longer "
                                            "deadline (the Connect connection's `retry_deadline`)")

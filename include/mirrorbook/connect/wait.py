@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from mirrorbook.connect.client import AsyncConnectClient, ConnectClient, Endpoints
-from mirrorbook.connect.errors import ConnectError, ConnectorNotFound
+from mirrorbook.connect.errors import ConnectError, ConnectorNotFound, seconds
 from mirrorbook.connect.models import ConnectorStatus
 from mirrorbook.errors import MirrorbookError
 
@@ -49,7 +49,7 @@ def _timeout(place: str, name: str, target: str, timeout_s: float, last: Connect
              err: ConnectError | None) -> WaitTimeout:
     seen = last.summary() if last else f"no status ({err.detail()})" if err else "no status"
     extra = " (STOPPED also requires tasks == [])" if target == "STOPPED" else ""
-    return WaitTimeout(f"{place}: connector {name} did not reach {target}{extra} within {timeout_s:g}s; "
+    return WaitTimeout(f"{place}: connector {name} did not reach {target}{extra} within {seconds(timeout_s)}; "
                        f"last seen: {seen}")
 
 

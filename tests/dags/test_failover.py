@@ -7,6 +7,7 @@ by making sure both flows replicate and both clusters are up. The one that kills
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import datetime, timezone
 import time
@@ -22,12 +23,15 @@ from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
-from mirrorbook.devstack.workload import GroupSpec, load, produce
+from mirrorbook.devstack.workload import GroupSpec, load, park_groups, produce
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
+from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
 from tests.conftest import test_settings
 from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, wait_mirrored
@@ -294,7 +298,7 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     report = run.report()
     assert report["plan"]["skipped"] == 0
     rpo = report["rpo"]
-    assert rpo["kind"] == "estimate" and "health-check history" in rpo["basis"] and rpo["records"] >= 0
+    assert rpo["kind"] == "lower-bound" and "source end offsets sampled at" in rpo["basis"] and rpo["unknown"]
 
     # During the outage consumers move on B; producers write new records to B's own `topic`.
     for g in groups:
@@ -319,6 +323,8 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     a_highs = KafkaAdmin(a).high_watermarks([TP(topic, p) for p in range(2)])
     for p in range(2):
         assert div.get(f"{topic}-{p}", 0) == a_highs[TP(topic, p)] - replicated[TP(f"A.{topic}", p)] >= 7
+    # The failover's RPO was a lower bound: never above what the failback now counts exactly.
+    assert rpo["records"] <= sum(div.get(f"{topic}-{p}", 0) for p in range(2))
     # A consumers resume without skips: on `topic` right after the last record they read on B (the
     # first record only A has), and on `B.topic` at the record after B offset 4.
     for g in groups:
@@ -331,3 +337,63 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     assert st.state.value == "REPLICATING"
     assert flow_status(clients, topo.flow("B->A")).state.value == "DISABLED"
 
+
+
+def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded(fo, run_dag, audit: AuditStore):
+    """The disaster path: groups MM2 checkpointed and groups it did not (its checkpointing fell behind —
+    mid-partition, one behind the end, at 0), records that never reached B, then A dies. Every group-partition
+    gets a stated position on B with its basis and age, none skips, each re-read lies within its stated bound,
+    and the RPO is a labelled lower bound that does not exceed the truth."""
+    tag = f"dz{uuid.uuid4().hex[:5]}"
+    topics, checkpointed = _workload(fo, tag, ["end-40", "end-3"], topics=1, partitions=2, records=120)
+    admin_a, admin_b, a, b = _admins(fo)
+    topic, remote = topics[0], f"A.{topics[0]}"
+    topo = fo.require().topology()
+    flow = topo.flow("A->B")
+    clients = Clients(TopologyResolver(topo))
+    eventually(lambda: all(translate_offsets(b, "A", g) for g in checkpointed), what="checkpoints")
+    with ConnectClient(topo.connect_clusters["B"].url) as c:
+        c.pause(flow.connector("checkpoint"))  # MM2's checkpointing falls behind from here on
+        wait_for(c, flow.connector("checkpoint"), "PAUSED", timeout_s=30)
+        late = {f"{tag}-g2": "77", f"{tag}-g3": "0", f"{tag}-g4": "end-1"}
+        park_groups(admin_a, [topic], [GroupSpec(name=g, position=p) for g, p in late.items()])
+        c.pause(flow.connector("source"))  # and what A receives now never reaches B
+        wait_for(c, flow.connector("source"), "PAUSED", timeout_s=30)
+    produce(a, [topic], 9)
+    # The scheduled health check passes by: it proves where every group would resume, and samples A's ends.
+    params = HealthParams(flows="A->B", required_state="NOT_REPLICATING", max_lag=10**9,
+                          max_heartbeat_age_s=10**6, max_checkpoint_age_s=10**6)
+    run_health_check(clients, topo, [flow], params, audit, Runbook(RunInfo(run_id=f"health-{tag}"), audit))
+    groups = checkpointed + list(late)
+    committed = admin_a.committed_offsets(groups)
+    tps = [TP(remote, p) for p in range(2)]
+    on_b = admin_b.high_watermarks(tps)
+    seq_at = {tp: {json.loads(m.value())["seq"]: m.offset() for m in read_ranges(b, {tp: (0, on_b[tp])})}
+              for tp in tps}
+    fo.stop_cluster("A", kill=True)
+
+    run = run_dag("mm2_failover", _conf(tag, mode="unplanned"))  # translation=auto: mm2 when unplanned
+    assert run.state == "success", run.failure() or run.task_states()
+    report = run.report()
+    rows = {(r["group"], r["target_topic"], r["partition"]): r for r in report["rows"]}
+    written = admin_b.committed_offsets(groups)
+    for g in groups:
+        for tp, c in committed[g].items():
+            r = rows[(g, remote, tp.partition)]  # every known group-partition has a stated position
+            target = TP(remote, tp.partition)
+            assert written[g][target] == r["offset"], (g, tp)
+            assert r["method"] in ("unplanned:checkpoint", "unplanned:readiness", "unplanned:offset-sync")
+            assert r["basis_age_s"] is not None and r["basis_age_s"] >= 0 and r["note"]
+            true_next = seq_at[target].get(c, on_b[target])  # where the group's next record sits on B
+            assert r["offset"] <= true_next, (g, tp, r)  # no skip
+            bound = Count.model_validate(r["re_read"])
+            assert bound.low <= true_next - r["offset"] <= bound.high, (g, tp, r)
+            assert Count.model_validate(r["skip"]) == Count.exact(0)
+    for g in late:  # no checkpoint: the health check's proven positions, exactly where the group was
+        assert {rows[(g, remote, p)]["method"] for p in range(2)} == {"unplanned:readiness"}, g
+        assert {rows[(g, remote, p)]["offset"] for p in range(2)} == {seq_at[TP(remote, p)].get(
+            committed[g][TP(topic, p)], on_b[TP(remote, p)]) for p in range(2)}
+    assert report["plan"]["skipped"] == 0 and report["plan"]["skipped_max"] == 0
+    rpo = report["rpo"]  # 9 records per partition reached A and never B, sampled by the health check
+    assert rpo["kind"] == "lower-bound" and rpo["records"] == 18 and rpo["unknown"], rpo
+    assert report["rto_s"] is not None

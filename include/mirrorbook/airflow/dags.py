@@ -86,6 +86,7 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
     other = "start_reverse_flow" if direction == "failover" else "restart_flow"
     with TaskGroup("switch", prefix_group_id=False, tooltip="stop the flow the groups left; start the other "
                    "direction if asked") as switch:
-        chain(step("stop_flow", "stop_flow"), step(other, "start_other_flow"))
+        chain(step("stop_flow", "stop_flow"), step("confirm_flow_stopped", "confirm_stopped"),
+              step(other, "start_other_flow"))
     runbook_chain(model, [prepare, translate, write, prove, switch],
                   report=step("report", "report", trigger_rule="all_done"), with_reverse=True)

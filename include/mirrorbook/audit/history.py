@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Row, Select, and_, select
 
 from mirrorbook.audit import schema
 from mirrorbook.audit.codec import format_time, loads, lookup, parse_time, stored, stored_row, utcnow
-from mirrorbook.audit.models import Artifact, MetricsSample
+from mirrorbook.audit.models import Artifact, GroupPosition, MetricsSample
 
 _p, _m, _a = schema.run_progress.c, schema.flow_metrics.c, schema.artifacts.c
 
@@ -72,3 +72,27 @@ def to_artifact_values(artifact_id: int, values: dict[str, Any]) -> Artifact:
 
 def to_artifact(row: Row[Any]) -> Artifact:
     return to_artifact_values(row.id, dict(row._mapping))
+
+
+# -- readiness positions --------------------------------------------------------------------------------
+_pos = schema.positions.c
+
+
+def positions(conn: Connection, flow: str) -> list[GroupPosition]:
+    rows = conn.execute(select(schema.positions).where(lookup(_pos.flow, flow))
+                        .order_by(_pos.group, _pos.topic, _pos.partition))
+    return [GroupPosition(group=r.group, topic=r.topic, partition=r.partition, source_topic=r.source_topic,
+                          source_offset=r.source_offset, target_offset=r.target_offset, rule=r.rule, exact=r.exact,
+                          observed_at=parse_time(r.observed_at)) for r in rows]
+
+
+def position_values(flow: str, p: GroupPosition) -> dict[str, Any]:
+    return stored_row(schema.positions, {"flow": flow, **p.model_dump(exclude={"observed_at"}),
+                                         "observed_at": p.observed_at})
+
+
+def delete_positions(conn: Connection, flow: str, keys: list[tuple[str, str, int]]) -> None:
+    for group, topic, partition in keys:
+        conn.execute(schema.positions.delete().where(lookup(_pos.flow, flow), _pos.group == stored(_pos.group, group),
+                                                     _pos.topic == stored(_pos.topic, topic),
+                                                     _pos.partition == partition))

@@ -117,6 +117,25 @@ class MetricsSample(_Model):
     metrics: dict[str, Any]
 
 
+class GroupPosition(_Model):
+    """Where a group would resume on a flow's target: `target_offset` for its committed `source_offset`,
+    established (`exact`: proven by content) at `observed_at` while the source was readable."""
+
+    group: str
+    topic: str              # on the target
+    partition: int
+    source_topic: str
+    source_offset: int
+    target_offset: int
+    rule: str               # precise:<proof> | fallback:<checkpoint|offset-sync|earliest>
+    exact: bool
+    observed_at: UtcDatetime
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.group, self.topic, self.partition
+
+
 class Artifact(_Model):
     artifact_id: int
     kind: str

@@ -77,6 +77,18 @@ flow_metrics = Table(
     Index("ix_audit_metrics_flow_time", "flow", "observed_at"),
 )
 
+# Readiness: per flow and (group, target partition), the best position a failover could write, proven while
+# the source was readable (the health check keeps it; an unplanned failover falls back on it). Compact: a
+# row changes only when its value does; the pass that last confirmed a flow's rows is in its metrics sample.
+positions = Table(
+    "audit_positions", metadata,
+    Column("flow", String(250), primary_key=True), Column("group", String(250), primary_key=True),
+    Column("topic", String(250), primary_key=True), Column("partition", Integer, primary_key=True),
+    Column("source_topic", String(250), nullable=False), Column("source_offset", BigInteger, nullable=False),
+    Column("target_offset", BigInteger, nullable=False), Column("rule", String(100), nullable=False),
+    Column("exact", Boolean, nullable=False), Column("observed_at", _Time, nullable=False),
+)
+
 artifacts = Table(
     "audit_artifacts", metadata,
     Column("id", _Id, primary_key=True, autoincrement=True),

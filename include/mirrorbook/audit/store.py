@@ -20,8 +20,8 @@ from mirrorbook.audit import chain, history, locks, schema, snapshots
 from mirrorbook.audit.codec import format_time, lookup, utcnow
 from mirrorbook.audit.database import Database, default_url
 from mirrorbook.audit.errors import EventNotFound, FlowLocked
-from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, LockHolder, MetricsSample, Snapshot,
-                                     SnapshotInfo, VerifyResult)
+from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, GroupPosition, LockHolder, MetricsSample,
+                                     Snapshot, SnapshotInfo, VerifyResult)
 from mirrorbook.bounds import shown
 
 TAKEOVER_ATTEMPTS = 3
@@ -198,6 +198,22 @@ class AuditStore:
     def latest_metrics(self, flow: str) -> MetricsSample | None:
         found = self.metrics(flow, limit=1)
         return found[0] if found else None
+
+    # -- readiness positions --------------------------------------------------------------------
+    def positions(self, flow: str) -> list[GroupPosition]:
+        """The flow's readiness positions (see schema.positions)."""
+        with self._db.read() as conn:
+            return history.positions(conn, flow)
+
+    def update_positions(self, flow: str, changed: list[GroupPosition], gone: list[tuple[str, str, int]]) -> None:
+        """Write the positions whose value changed and drop those no longer there (one transaction)."""
+        if not changed and not gone:
+            return
+        with self._db.write() as conn:
+            for p in changed:
+                self._db.upsert(conn, schema.positions, history.position_values(flow, p),
+                                ("flow", "group", "topic", "partition"))
+            history.delete_positions(conn, flow, gone)
 
     # -- artifacts ------------------------------------------------------------------------------
     def record_artifact(self, kind: str, run_id: str | None, path: str, summary: dict[str, Any]) -> Artifact:

@@ -18,6 +18,7 @@ MM2_FLAGS = {
     "offset_lag_max": "offset_lag_max",
     "sync_group_offsets": "sync_group_offsets",
     "replication_policy": "replication_policy",
+    "offset_syncs_location": "offset_syncs_location",
 }
 
 
@@ -38,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--offset-lag-max", type=int, help="offset.lag.max (default 100)")
     up.add_argument("--sync-group-offsets", choices=["true", "false"], help="sync.group.offsets.enabled")
     up.add_argument("--replication-policy", choices=["default", "identity"])
+    up.add_argument("--offset-syncs-location", choices=["source", "target"],
+                    help="offset-syncs.topic.location (default source, MM2's default). A DR flow should use "
+                         "target (KIP-716): the syncs then survive the loss of the source cluster, and an "
+                         "unplanned failover can translate with them")
     up.add_argument("--timeout", type=float, default=180.0)
     up.set_defaults(func=cmd_up)
 

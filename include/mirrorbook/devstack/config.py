@@ -30,6 +30,10 @@ class Mm2Settings(BaseModel):
     topics: str = ".*"
     groups: str = ".*"
     source_tasks_max: int = Field(1, ge=1)
+    # Where MM2 keeps its offset-syncs. A DR flow should say `target` (KIP-716): with the default (`source`)
+    # they are lost with the source cluster, and an unplanned failover cannot use them; on the target they
+    # survive the disaster they are needed for.
+    offset_syncs_location: Literal["source", "target"] = "source"
 
 
 class StackSettings(BaseModel):
@@ -139,6 +143,7 @@ def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settin
         "sync.group.offsets.enabled": str(mm2.sync_group_offsets).lower(),
         "sync.group.offsets.interval.seconds": str(mm2.sync_group_offsets_interval_s),
         "sync.topic.acls.enabled": "false",
+        "offset-syncs.topic.location": mm2.offset_syncs_location,
     }
     specific = {
         "source": {"connector.class": f"{MIRROR_PKG}.MirrorSourceConnector", "tasks.max": str(mm2.source_tasks_max)},

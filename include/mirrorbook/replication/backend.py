@@ -57,6 +57,13 @@ class ReplicationBackend(Protocol):
                   timeout_s: float = 120.0) -> list["StepOutcome"]:
         """Move the flow (or the named part) to `target`; act only where it is not there yet; wait for it."""
 
+    def wait_state(self, target: FlowTarget, *, parts: str = "all", timeout_s: float = 120.0) -> dict[str, str]:
+        """Wait (no change made) until the flow or the named part shows `target`; its state per part."""
+
+    def group_writers(self) -> list[str]:
+        """The parts that can write consumer groups' offsets on the target (what must be stopped before a
+        failover's offsets are safe from being overwritten)."""
+
     def replicated_offsets(self) -> dict[TP, int]:
         """Per source partition, the last source offset the backend has replicated (readable with the source
         cluster down: MM2 keeps them in Connect)."""

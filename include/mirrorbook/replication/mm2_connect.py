@@ -8,6 +8,7 @@ checkpoints and offset-syncs, and its own offsets are the connectors' KIP-875 of
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mirrorbook.clients import Clients
@@ -16,7 +17,8 @@ from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import FlowStatus, async_all_flow_status, async_flow_status, flow_status
 from mirrorbook.replication.backend import FlowTarget, OffsetMapping, OffsetsAction
-from mirrorbook.runbooks.connectors import set_flow_state
+from mirrorbook.connect.wait import wait_for
+from mirrorbook.runbooks.connectors import roles_for, set_flow_state
 from mirrorbook.runbooks.engine import Runbook, StepOutcome
 from mirrorbook.runbooks.offsets import change_offsets
 from mirrorbook.topology import FlowSpec
@@ -45,6 +47,21 @@ class Mm2ConnectBackend:
                   timeout_s: float = 120.0) -> list[StepOutcome]:
         with self.clients.connect(self.flow) as client:
             return set_flow_state(rb, client, self.flow, parts, target, wait=wait, timeout_s=timeout_s)
+
+    def wait_state(self, target: FlowTarget, *, parts: str = "all", timeout_s: float = 120.0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout_s
+        out = {}
+        with self.clients.connect(self.flow) as client:
+            for role in roles_for(parts, target):
+                status = wait_for(client, self.flow.connector(role), target,
+                                  timeout_s=max(1.0, deadline - time.monotonic()))
+                out[role] = status.summary()
+        return out
+
+    def group_writers(self) -> list[str]:
+        # MM2 writes group offsets on the target only with sync.group.offsets.enabled (checkpoint connector).
+        enabled = self.setting("checkpoint", "sync.group.offsets.enabled", "false").strip().lower() == "true"
+        return ["checkpoint"] if enabled else []
 
     # -- positions and offsets --------------------------------------------------------------------
     def replicated_offsets(self) -> dict[TP, int]:

@@ -13,10 +13,10 @@ from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
+from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import Move
-from mirrorbook.runbooks.plan import (PlanRow, TranslationPlan, add_earliest_fallback, rows_from_checkpoints,
-                                      rows_from_precise)
+from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
 from mirrorbook.topology import FlowSpec
 
 
@@ -77,10 +77,10 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
         if report.malformed_records:
             notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
     else:
-        log = read_checkpoints(clients.kafka_config(flow.target), flow.source, policy=policy,
-                               group_filter=set(groups).__contains__)
-        rows = rows_from_checkpoints(log, groups, policy, flow.source)
-        notes.append(f"unplanned: translated from {log.records} checkpoint record(s) on {flow.target} alone")
+        found = unplanned.survivors(clients, rb.audit, flow, move.regex)
+        wanted = set(groups)
+        rows = [r for r in unplanned.plan_rows(clients, flow, found, datetime.now(timezone.utc)) if r.group in wanted]
+        notes += [f"unplanned: positions from what survives on {flow.target}"] + found.notes
     return TranslationPlan(flow=move.flow.name, direction=move.direction, mode=params.mode,
                            translation=params.translation, from_cluster=move.from_cluster,
                            to_cluster=move.to_cluster, groups=groups, rows=sorted(rows, key=_row_key), notes=notes)
@@ -92,36 +92,41 @@ def _row_key(r: PlanRow) -> tuple:
 
 # -- RPO -------------------------------------------------------------------------------------------
 
-def rpo_estimate(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict[str, Any]:
-    """Records written to the source that never reached the target, per partition.
+def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict[str, Any]:
+    """Records the source received that never reached the target — a LOWER BOUND, with its basis and age.
 
-    From the health-check history when there is one: the last known source high watermark minus the
-    last replicated offset. Otherwise a lower bound from the checkpoints: records the groups had
-    already consumed on the source beyond what was replicated. Records produced after the last
-    observation cannot be known while the source is down.
+    With the source down, only the target side answers: the source connector's offsets (what MM2 has
+    replicated, kept by Connect) are compared with the newest source end offsets known — the health
+    check's (or a drill's) last sample — and with the offsets MM2's checkpoints show groups had consumed
+    (a group cannot have consumed what the source did not hold). What the source received after that
+    sample is unknown until it is reachable again; the failback (or the next health check that reaches it)
+    completes the figure. Connect flushes source offsets every `offset.flush.interval.ms`: a failover
+    started later than that after the source died sees them complete.
     """
-    policy = ReplicationPolicy()
+    policy = ReplicationPolicy.for_flow(flow)
     replicated = clients.replication(flow).replicated_offsets()
-    sample = audit.latest_metrics(flow.name)
     per: dict[str, int] = {}
-    if sample and sample.metrics.get("partitions"):
-        for p in sample.metrics["partitions"]:
-            if policy.is_heartbeats_topic(p["topic"]):
-                continue
-            tp = TP(p["topic"], int(p["partition"]))
-            per[str(tp)] = max(0, int(p["high_watermark"]) - 1 - replicated.get(tp, -1))
-        age = (datetime.now(timezone.utc) - sample.observed_at).total_seconds()
-        basis = f"health-check history at {sample.observed_at.isoformat()} ({age:.0f}s before this estimate)"
-        kind = "estimate"
-    else:
-        log = read_checkpoints(clients.kafka_config(flow.target), flow.source, policy=ReplicationPolicy.for_flow(flow))
-        for (g, topic, part), cp in log.latest.items():
-            src = ReplicationPolicy.for_flow(flow).source_topic_of(topic, flow.source) or topic
-            tp = TP(src, part)
-            per[str(tp)] = max(per.get(str(tp), 0), cp.upstream_offset - 1 - replicated.get(tp, -1))
-        basis = "checkpoints only (no health-check history): a lower bound"
-        kind = "lower-bound"
-    return {"records": sum(per.values()), "partitions": dict(sorted(per.items())), "basis": basis, "kind": kind}
+    sample = next((m for m in audit.metrics(flow.name, limit=20) if m.metrics.get("partitions")), None)
+    for p in sample.metrics["partitions"] if sample else []:
+        if policy.is_heartbeats_topic(p["topic"]) or policy.is_internal_topic(p["topic"]):
+            continue
+        tp = TP(p["topic"], int(p["partition"]))
+        per[str(tp)] = max(0, int(p["high_watermark"]) - 1 - replicated.get(tp, -1))
+    log = read_checkpoints(clients.kafka_config(flow.target), flow.source, policy=policy)
+    for (_, topic, part), cp in log.latest.items():
+        tp = TP(policy.source_topic_of(topic, flow.source) or topic, part)
+        per[str(tp)] = max(per.get(str(tp), 0), cp.upstream_offset - 1 - replicated.get(tp, -1))
+    now = datetime.now(timezone.utc)
+    basis = ("the source connector's offsets as Connect keeps them (what MM2 replicated), against "
+             + (f"the source end offsets sampled at {sample.observed_at.isoformat()} "
+                f"({(now - sample.observed_at).total_seconds():.0f}s before this report) and "
+                if sample else "no sample of the source end offsets (no health check ran) — only ")
+             + "the offsets MM2's checkpoints show groups had consumed")
+    unknown = (f"records the source received after {sample.observed_at.isoformat() if sample else 'the last checkpoint'}"
+               " are not known until it is reachable again (the failback completes the figure)")
+    return {"records": sum(per.values()), "kind": "lower-bound", "partitions": {k: v for k, v in sorted(per.items())
+                                                                                  if v},
+            "basis": basis, "unknown": unknown, "sampled_at": sample.observed_at.isoformat() if sample else None}
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -170,8 +175,9 @@ def render_report(report: dict[str, Any]) -> str:
                      + (f" ({totals['bounded']} row(s) bounded, not counted exactly)" if totals['bounded'] else "")
                      + f"; methods {totals['methods']}")
     if report.get("rpo"):
-        lines.append(f"  RPO ({report['rpo']['kind']}): {report['rpo']['records']} record(s) not replicated — "
-                     f"{report['rpo']['basis']}")
+        rpo = report["rpo"]
+        lines.append(f"  RPO: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
+                     f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
     if report.get("divergence"):
         d = report["divergence"]
         lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")

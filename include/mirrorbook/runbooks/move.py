@@ -13,17 +13,20 @@ end state without writing twice.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from mirrorbook.clients import Clients
+from mirrorbook.bounds import cut
 from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
 from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams
@@ -32,6 +35,7 @@ from mirrorbook.topology import FlowSpec, Topology
 
 PLAN_KEY = "plan"
 PING_TIMEOUT_S = 5.0
+UNPLANNED_PING_S = 2.0
 
 
 class VerifyFailed(Verdict):
@@ -86,14 +90,27 @@ def _mark(rb: Runbook, key: str) -> None:
         rb.progress_set(key, _now().isoformat())
 
 
-def reachable(admin: KafkaAdmin) -> bool:
-    return admin.ping(timeout_s=PING_TIMEOUT_S)
+def reachable(admin: KafkaAdmin, timeout_s: float = PING_TIMEOUT_S) -> bool:
+    return admin.ping(timeout_s=timeout_s)
 
 
-def groups_to_move(clients: Clients, move: Move, from_reachable: bool) -> list[str]:
-    """Planned: the matching groups on the cluster being left. Unplanned: those MM2 checkpointed."""
+def reachability(clients: Clients, move: Move) -> dict[str, bool]:
+    """Both clusters pinged side by side. The cluster an unplanned move leaves is presumed gone: it gets a short,
+    stated timeout (UNPLANNED_PING_S), so a dead cluster costs the cutover seconds, not a client default."""
+    timeouts = {move.to_cluster: PING_TIMEOUT_S,
+                move.from_cluster: PING_TIMEOUT_S if move.planned else UNPLANNED_PING_S}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        found = {c: pool.submit(reachable, clients.admin(c), t) for c, t in timeouts.items()}
+        return {c: f.result() for c, f in found.items()}
+
+
+def groups_to_move(rb: Runbook, clients: Clients, move: Move, from_reachable: bool) -> list[str]:
+    """Planned: the matching groups on the cluster being left. Unplanned: every group the target side still
+    knows of — MM2's checkpoints and the health check's readiness positions."""
     if from_reachable and move.planned:
         return managed_groups(clients.admin(move.from_cluster), move.regex)
+    if move.direction == "failover":
+        return unplanned.known_groups(unplanned.survivors(clients, rb.audit, move.via, move.regex))
     matches = group_matcher(move.regex)
     log = read_checkpoints(clients.kafka_config(move.to_cluster), move.via.source,
                            policy=ReplicationPolicy.for_flow(move.via), group_filter=matches)
@@ -103,7 +120,7 @@ def groups_to_move(clients: Clients, move: Move, from_reachable: bool) -> list[s
 def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
     with rb.step(f"{move.direction}.precheck", move.flow.name) as step:
         src, dst = clients.admin(move.from_cluster), clients.admin(move.to_cluster)
-        reach = {move.from_cluster: reachable(src), move.to_cluster: reachable(dst)}
+        reach = reachability(clients, move)
         step.note(reachable=reach, mode=move.params.mode, groups_regex=move.regex, via=move.via.name)
         if not reach[move.to_cluster]:
             raise GateRefused(f"Cluster {move.to_cluster} is unreachable: there is nothing to {move.direction} to",
@@ -125,7 +142,7 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
                               + (f"; {'; '.join(status.errors)}" if status.errors else "")
                               + ". Replication cannot drain, so a planned move would lose what is not replicated yet",
                               f"resume it (mm2_pause_resume flow={move.via.name} action=resume), or use mode=unplanned")
-        groups = groups_to_move(clients, move, reach[move.from_cluster])
+        groups = groups_to_move(rb, clients, move, reach[move.from_cluster])
         if not groups:
             raise GateRefused(f"No consumer group matches {move.regex!r} "
                               f"{'on ' + move.from_cluster if move.planned else 'in the checkpoints on ' + move.to_cluster}",
@@ -170,8 +187,8 @@ def translate(rb: Runbook, clients: Clients, move: Move,
             plan = TranslationPlan.model_validate(kept)
             step.note(reused=f"plan computed at {plan.computed_at.isoformat()}")
         else:
-            groups = rb.progress_get("groups") or groups_to_move(clients, move, reachable(
-                clients.admin(move.from_cluster)))
+            groups = rb.progress_get("groups") or groups_to_move(
+                rb, clients, move, move.planned and reachable(clients.admin(move.from_cluster)))
             t0 = time.monotonic()
             plan = compute(rb, clients, move, groups)
             step.note(translate_s=round(time.monotonic() - t0, 3))
@@ -255,10 +272,43 @@ def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationP
     return step.outcome
 
 
+GROUP_WRITERS_WAIT_S = 60.0
+CONFIRM_STOPPED_S = 300.0
+
+
 def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list[StepOutcome]:
-    out = clients.replication(flow).set_state(rb, "STOPPED")
+    """Stop the flow the groups left. Planned: every part, each awaited. Unplanned (the source is gone, and
+    parts reading it can take a minute to stop): every stop requested at once, and only what could overwrite
+    the groups' offsets on the target awaited — the rest is confirmed by `confirm_stopped`, off the RTO."""
+    backend = clients.replication(flow)
+    if move.planned:
+        out = backend.set_state(rb, "STOPPED")
+    else:
+        out = backend.set_state(rb, "STOPPED", wait=False)
+        writers = backend.group_writers()
+        with rb.step(f"{move.direction}.groups_protected", flow.name) as step:
+            step.note(group_writers=writers, reason="the stops are requested; these parts could overwrite group "
+                      "offsets on the target, so the cutover waits for them" if writers else
+                      "no part of the flow writes group offsets on the target: the stop requests suffice")
+            for part in writers if not rb.dry_run else []:
+                step.settle(backend.wait_state("STOPPED", parts=part, timeout_s=GROUP_WRITERS_WAIT_S))
     _mark(rb, "flow_stopped_at")
     return out
+
+
+def confirm_stopped(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> StepOutcome:
+    """Every part of the stopped flow shows STOPPED (bounded); a part still stopping is reported, not fatal:
+    the stop was accepted by the backend and the groups are protected already."""
+    with rb.step(f"{move.direction}.confirm_stopped", flow.name) as step:
+        if rb.dry_run:
+            step.note(reason="dry run: nothing was stopped")
+            return step.outcome
+        try:
+            step.settle(clients.replication(flow).wait_state("STOPPED", timeout_s=CONFIRM_STOPPED_S))
+        except MirrorbookError as exc:
+            step.note(still_stopping=cut(str(exc), 2_000))
+            rb.progress_set("still_stopping", cut(str(exc), 2_000))
+    return step.outcome
 
 
 def start_flow(rb: Runbook, clients: Clients, flow: FlowSpec) -> list[StepOutcome]:

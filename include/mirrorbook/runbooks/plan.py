@@ -15,8 +15,6 @@ from pydantic import BaseModel, Field
 
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.internal_topics import CheckpointLog
-from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.counts import ZERO, Count, total
 from mirrorbook.mm2.precise import PreciseReport
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
@@ -37,6 +35,7 @@ class PlanRow(BaseModel):
     precise_offset: int | None = None
     re_read: Count = ZERO      # records the group reads again from `offset`: exact, or bounded
     skip: Count = ZERO         # records the group would never read from `offset` (must be 0)
+    basis_age_s: float | None = None  # unplanned: how old the knowledge behind `offset` is
     note: str | None = None
 
     @property
@@ -121,22 +120,6 @@ FALLBACK_NOTES = {
     "offset-sync": "MM2's offset-syncs: the newest sync at or below the group's offset (re-reads, never skips)",
     "earliest": "the partition's start on the target (re-reads everything it holds, never skips)",
 }
-
-
-def rows_from_checkpoints(log: CheckpointLog, groups: list[str], policy: ReplicationPolicy,
-                          source_alias: str) -> list[PlanRow]:
-    """MM2's translation straight from the checkpoints (the source cannot be read: unplanned)."""
-    wanted = set(groups)
-    rows = []
-    for (group, topic, partition), cp in sorted(log.latest.items()):
-        if group not in wanted:
-            continue
-        source_topic = policy.source_topic_of(topic, source_alias) or topic
-        rows.append(PlanRow(group=group, source_topic=source_topic, target_topic=topic, partition=partition,
-                            source_offset=cp.upstream_offset, offset=cp.downstream_offset, method="mm2",
-                            mm2_offset=cp.downstream_offset, re_read=Count.between(0, None), skip=ZERO,
-                            note="checkpoint: skip 0 relative to the last checkpoint; re-reads not bounded"))
-    return rows
 
 
 def add_earliest_fallback(rows: list[PlanRow], wanted: dict[str, dict[TP, int | None]],

@@ -14,7 +14,7 @@ from mirrorbook.runbooks.files import artifacts_dir, safe_name
 # Each step's own deadline (s): its waits (a connector stop waits up to 120 s, three connectors) and
 # its reads (precise translation at a thousand groups), plus a margin.
 STEP_DEADLINES = {"precheck": 300, "translate": 1800, "write_offsets": 900, "verify": 300, "stop_flow": 600,
-                  "start_other_flow": 600, "report": 600}
+                  "confirm_stopped": 420, "start_other_flow": 600, "report": 600}
 STEPS = tuple(STEP_DEADLINES)
 
 
@@ -51,6 +51,8 @@ class GroupMoveOperator(MirrorbookBaseOperator):
             moves.verify_offsets(rb, clients, move, moves.load_plan(rb))
         elif self.step == "stop_flow":
             moves.stop_flow(rb, clients, move, move.via)
+        elif self.step == "confirm_stopped":
+            moves.confirm_stopped(rb, clients, move, move.via)
         elif self.step == "start_other_flow":
             self._start_other(rb, clients, move, params, topology)
         else:
@@ -70,7 +72,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         plan = moves.TranslationPlan.model_validate(kept) if kept else None
         extra: dict[str, Any] = {}
         if move.direction == "failover" and not move.planned and not rb.dry_run:
-            extra["rpo"] = failover.rpo_estimate(rb.audit, clients, move.flow)
+            extra["rpo"] = failover.rpo_lower_bound(rb.audit, clients, move.flow)
         if move.direction == "failback" and not rb.dry_run:
             extra["divergence"] = failback.divergence(clients, move.flow)
         from mirrorbook.runbooks.report import run_report

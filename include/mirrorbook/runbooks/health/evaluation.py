@@ -104,6 +104,6 @@ def flow_health(flow: FlowSpec, topology: Topology, status: FlowStatus, target: 
                     heartbeat_lookback_s=params.heartbeat_lookback_s,
                     checkpoints=group_checkpoints(flow, topology.managed_groups(flow), status, target, committed,
                                                   previous, now),
-                    hops=hops, lock_holder=lock_holder, problems=problems)
+                    hops=hops, lock_holder=lock_holder, problems=problems, committed=committed)
     fh.violations = evaluate(fh, params, now)
     return fh

@@ -32,6 +32,10 @@ class HealthParams(FormParams):
                                                     "checkpoint")
     restart_timeout_s: float = Field(60.0, gt=0, le=600, title="Restart timeout (s)",
                                      description="how long a restarted connector may take to be RUNNING again")
+    readiness: bool = Field(True, title="Keep readiness positions",
+                            description="while the source is readable, prove and keep where every managed group "
+                                        "would resume on the target: what an unplanned failover falls back on "
+                                        "where MM2 wrote no checkpoint")
 
     @field_validator("flows", mode="before")
     @classmethod

@@ -8,7 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.runbooks.readiness import Readiness
 
 HEALTH_SOURCE = "mm2_health_check"
 
@@ -43,6 +45,9 @@ class FlowHealth(BaseModel):
     problems: list[str] = Field(default_factory=list)  # reads that failed (they make the flow unhealthy)
     restarted: list[str] = Field(default_factory=list)
     violations: list[str] = Field(default_factory=list)
+    readiness: Readiness | None = None
+    # The managed groups' committed offsets the pass read on the source (None: unreadable); readiness input.
+    committed: dict[str, dict[TP, int]] | None = Field(default=None, exclude=True)
 
     def checkpoint_ages(self) -> dict[str, float | None]:
         return {c.group: c.age_s for c in self.checkpoints}
@@ -56,7 +61,8 @@ class FlowHealth(BaseModel):
                 "checkpoints": [c.sample(now) for c in self.checkpoints],
                 "checkpoint_age_s_max": _round(max(ages, default=None)),
                 "hops": self.hops, "problems": self.problems, "restarted": self.restarted,
-                "violations": self.violations}
+                "violations": self.violations,
+                "readiness": self.readiness.sample() if self.readiness else None}
 
     def summary(self) -> dict[str, Any]:
         return {"flow": self.flow, "state": self.status.state.value, "max_lag": self.status.max_lag,

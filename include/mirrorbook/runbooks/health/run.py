@@ -3,14 +3,22 @@ at those flows), and one metrics sample per flow in the audit store."""
 
 from __future__ import annotations
 
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
 from mirrorbook.audit import AuditStore
+from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
+from mirrorbook.errors import MirrorbookError
+from mirrorbook.runbooks import readiness
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.health.one_pass import collect_once
 from mirrorbook.runbooks.health.params import HealthParams
 from mirrorbook.runbooks.health.restarts import failed_roles, restart_failed
-from mirrorbook.runbooks.health.results import HealthReport
+from mirrorbook.runbooks.health.results import FlowHealth, HealthReport
 from mirrorbook.topology import FlowSpec, Topology
+
+log = logging.getLogger(__name__)
 
 
 def run_health_check(clients: Clients, topology: Topology, flows: list[FlowSpec], params: HealthParams,
@@ -28,6 +36,26 @@ def run_health_check(clients: Clients, topology: Topology, flows: list[FlowSpec]
             fh.restarted = notes[fh.flow]
         report = HealthReport(observed_at=again.observed_at, elapsed_s=report.elapsed_s + again.elapsed_s,
                               flows=[fresh.get(fh.flow, fh) for fh in report.flows])
+    if params.readiness:
+        keep_readiness(clients, topology, report, audit)
     for fh in report.flows:
         audit.record_metrics(fh.flow, report.observed_at, fh.metrics(report.observed_at))
     return report
+
+
+def keep_readiness(clients: Clients, topology: Topology, report: HealthReport, audit: AuditStore) -> None:
+    """Each flow whose source was readable this pass: its readiness positions brought up to date, side by side.
+    A failure is kept in the sample (the failover then falls back on older positions), never fatal here."""
+    flows = [fh for fh in report.flows if fh.committed is not None]
+
+    def one(fh: FlowHealth) -> readiness.Readiness:
+        flow = topology.flow(fh.flow)
+        try:
+            return readiness.refresh(clients, flow, topology.managed_groups(flow), fh.committed or {}, audit,
+                                     report.observed_at)
+        except MirrorbookError as exc:
+            log.warning("readiness of %s not refreshed: %s", fh.flow, exc)
+            return readiness.Readiness(checked_at=report.observed_at, error=cut(str(exc)))
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(flows)))) as pool:
+        for fh, result in zip(flows, pool.map(one, flows)):
+            fh.readiness = result

@@ -1,0 +1,201 @@
+"""The disaster path, measured: an unplanned failover with cluster A's broker killed, at 100 and 1,000 groups.
+
+Scene, per size, on a devstack of its own (MM2 at offset.lag.max 100, checkpoints every 5 s):
+100 topics x 6 partitions on A with records; N consumer groups, each committed on a random few topics
+(~21 group-partitions per group) at varied positions — mid-partition, a few behind the end, at 0; the
+health check runs once (its readiness positions and its sample of A's end offsets); then ~20 s of live
+traffic (~300 records/s) with six groups committing forward; A's broker is killed; `mm2_failover` runs
+through dag.test() with mode=unplanned (translation auto = mm2), proofs off.
+
+Truth: the groups' committed offsets on A right before the kill, what A held, and B read back record by
+record (the workload's sequence number is the record's offset on A). Figures:
+
+  unplanned_rto_s_g<N>            trigger -> offsets written and the groups protected (the report's RTO)
+  unplanned_rows_without_position group-partitions committed on mirrored topics with no position written
+  unplanned_skips                 positions past the group's next record on B (must be 0)
+  unplanned_reread_outside_bound  rows whose true re-read lies outside their stated bound (must be 0)
+  unplanned_rpo_bound_over_truth  the RPO lower bound minus the true loss, when positive (must be 0)
+
+Run: .venv/bin/python benchmarks/failover_unplanned.py [--sizes 100,1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bench_stack import throwaway_stack
+from failover_rto import REPO, _airflow_env
+
+TOPICS, PARTITIONS, RECORDS = 100, 6, 100
+TRAFFIC_S, RATE = 20.0, 300
+ACTIVE_GROUPS = 6
+
+
+def scene(stack, n_groups: int, rnd: random.Random) -> dict:
+    from mirrorbook.devstack.workload import produce
+    from mirrorbook.kafka.admin import KafkaAdmin
+    from mirrorbook.kafka.types import TP
+
+    state = stack.require()
+    a = state.brokers["A"].bootstrap
+    admin = KafkaAdmin(a)
+    topics = [f"dz-{i:03d}" for i in range(TOPICS)]
+    admin.create_topics({t: PARTITIONS for t in topics})
+    t0 = time.monotonic()
+    produce(a, topics, RECORDS, admin=admin)
+    print(f"  produced {TOPICS * PARTITIONS * RECORDS} records in {time.monotonic() - t0:.1f}s")
+    groups: dict[str, dict[TP, int]] = {}
+    for i in range(n_groups):
+        mine = rnd.sample(topics, rnd.choice((3, 3, 4, 4, 4)))
+        offsets = {}
+        for t in mine:
+            for p in range(PARTITIONS):
+                kind = rnd.random()
+                offsets[TP(t, p)] = 0 if kind < 0.1 else RECORDS - rnd.randint(1, 5) if kind < 0.35 else \
+                    rnd.randint(1, RECORDS)
+        groups[f"dz-g{i:04d}"] = offsets
+    for start in range(0, n_groups, 200):
+        batch = dict(list(groups.items())[start:start + 200])
+        admin.alter_group_offsets(batch)
+    print(f"  {n_groups} groups, {sum(len(o) for o in groups.values())} group-partitions committed")
+    return {"topics": topics, "groups": groups}
+
+
+class Traffic:
+    """~RATE records/s to A and ACTIVE_GROUPS groups committing forward, until stopped (or A is gone)."""
+
+    def __init__(self, bootstrap: str, topics: list[str], groups: dict, rnd: random.Random) -> None:
+        from mirrorbook.kafka.admin import KafkaAdmin
+
+        self.bootstrap, self.topics, self.rnd = bootstrap, topics, rnd
+        self.active = dict(list(groups.items())[:ACTIVE_GROUPS])
+        self.admin = KafkaAdmin(bootstrap)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        from mirrorbook.devstack.workload import produce
+
+        while not self.stop.is_set():
+            try:
+                produce(self.bootstrap, self.rnd.sample(self.topics, 5), RATE // (5 * PARTITIONS), admin=self.admin)
+                highs = self.admin.high_watermarks({tp for o in self.active.values() for tp in o})
+                self.admin.alter_group_offsets({g: {tp: highs[tp] - 1 for tp in o} for g, o in self.active.items()})
+            except Exception:
+                return
+            time.sleep(1.0)
+
+
+def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
+    with throwaway_stack(f"mb-unplanned-{n_groups}-", checkpoint_interval_s=5, refresh_topics_interval_s=5,
+                         refresh_groups_interval_s=5, offset_lag_max=100) as (work, stack):
+        from mirrorbook.audit import AuditStore
+        from mirrorbook.clients import Clients, TopologyResolver
+        from mirrorbook.kafka.admin import KafkaAdmin
+        from mirrorbook.kafka.reader import read_ranges
+        from mirrorbook.kafka.types import TP
+        from mirrorbook.mm2.counts import Count
+        from mirrorbook.runbooks.engine import RunInfo, Runbook
+        from mirrorbook.runbooks.health import HealthParams, run_health_check
+
+        state = stack.require()
+        a, b = state.brokers["A"].bootstrap, state.brokers["B"].bootstrap
+        sc = scene(stack, n_groups, rnd)
+        topo = state.topology().model_copy(deep=True)
+        for spec in [*topo.clusters.values(), *topo.connect_clusters.values()]:
+            spec.connection_id = f"bench_{spec.connection_id}"  # the stack's own addresses
+        topo_path = work / "topology.yaml"
+        topo_path.write_text(topo.to_yaml())
+        _airflow_env(work / "airflow", topo_path)
+        admin_a, admin_b = KafkaAdmin(a), KafkaAdmin(b)
+        remote = {TP(t, p): TP(f"A.{t}", p) for t in sc["topics"] for p in range(PARTITIONS)}
+        def replicated() -> bool:
+            if not {r.topic for r in remote.values()} <= set(admin_b.topics()):
+                return False
+            highs, got = admin_a.high_watermarks(list(remote)), admin_b.high_watermarks(list(remote.values()))
+            return all(got[remote[tp]] >= highs[tp] for tp in remote)
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 300 and not replicated():  # then a few of MM2's checkpoint rounds
+            time.sleep(2)
+        time.sleep(15)
+        print(f"  replicated and checkpointed in {time.monotonic() - t0:.1f}s")
+        clients = Clients(TopologyResolver(topo))
+        audit = AuditStore.from_env()
+        flow = topo.flow("A->B")
+        t0 = time.monotonic()
+        params = HealthParams(flows="A->B", max_lag=10**9, max_checkpoint_age_s=10**6)
+        health = run_health_check(clients, topo, [flow], params, audit, Runbook(RunInfo(run_id="bench-health"), audit))
+        ready = health.flows[0].readiness
+        print(f"  health check with readiness in {time.monotonic() - t0:.1f}s: {ready.positions} positions "
+              f"({ready.exact} exact) of {ready.group_partitions}")
+        traffic = Traffic(a, sc["topics"], sc["groups"], rnd)
+        traffic.thread.start()
+        time.sleep(TRAFFIC_S)
+        traffic.stop.set()
+        traffic.thread.join(30)
+        committed = admin_a.committed_offsets(list(sc["groups"]))
+        a_end = admin_a.high_watermarks(list(remote))
+        stack.stop_cluster("A", kill=True)
+        print("  A killed")
+
+        from airflow.dag_processing.dagbag import DagBag
+
+        dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
+        conf = {**dag.params.dump(), "flow": "A->B", "mode": "unplanned", "groups": "dz-g.*", "parity": "off"}
+        run = dag.test(run_conf=conf)
+        print(f"  DAG run {run.run_id}: {run.state}")
+        arts = [x for x in audit.artifacts(run_id=run.run_id) if x.kind == "failover-report"]
+        rep = json.loads(Path(arts[-1].path).read_text())
+        tis = {ti.task_id: ti for ti in run.get_task_instances()}
+        print("  task durations: " + ", ".join(f"{t}={(ti.end_date - ti.start_date).total_seconds():.1f}s"
+                                               for t, ti in sorted(tis.items()) if ti.end_date and ti.start_date))
+        rows = {(r["group"], r["target_topic"], r["partition"]): r for r in rep["rows"]}
+        b_end = admin_b.high_watermarks(list(remote.values()))
+        seq_at = {tp: {} for tp in remote.values()}
+        for m in read_ranges(b, {tp: (0, e) for tp, e in b_end.items()}):
+            seq_at[TP(m.topic(), m.partition())].setdefault(json.loads(m.value())["seq"], m.offset())
+        missing = skips = outside = 0
+        for g, offsets in committed.items():
+            for tp, c in offsets.items():
+                r = rows.get((g, remote[tp].topic, tp.partition))
+                if r is None:
+                    missing += 1
+                    continue
+                true_next = seq_at[remote[tp]].get(c, b_end[remote[tp]])
+                skips += r["offset"] > true_next
+                bound = Count.model_validate(r["re_read"])
+                outside += not (bound.low <= max(0, true_next - r["offset"]) <= (bound.high or 10**18))
+        lost = sum(a_end[tp] - (max(seq_at[remote[tp]], default=-1) + 1) for tp in remote)
+        rpo = rep.get("rpo") or {}
+        print(f"  plan: {rep['plan']}; RPO lower bound {rpo.get('records')} vs true loss {lost}")
+        return {f"unplanned_rto_s_g{n_groups}": rep["rto_s"], "rows_without_position": missing, "skips": skips,
+                "outside": outside, "rpo_over": max(0, (rpo.get("records") or 0) - lost)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100,1000")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    rnd = random.Random(args.seed)
+    results = [run_size(int(n), rnd) for n in args.sizes.split(",")]
+    for r in results:
+        for k, v in r.items():
+            if k.startswith("unplanned_rto_s"):
+                print(f"RESULT {k}={v:.2f} s")
+    print(f"RESULT unplanned_rows_without_position={sum(r['rows_without_position'] for r in results)}")
+    print(f"RESULT unplanned_skips={sum(r['skips'] for r in results)}")
+    print(f"RESULT unplanned_reread_outside_bound={sum(r['outside'] for r in results)}")
+    print(f"RESULT unplanned_rpo_bound_over_truth={sum(r['rpo_over'] for r in results)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -43,6 +43,7 @@ class Readiness(BaseModel):
     changed: int = 0             # written this pass
     removed: int = 0
     reread_max: int = 0          # records an unplanned failover now would re-read at most (to each target end)
+    estimated_rto_s: float | None = None  # the last measured failover of this flow (None: none measured yet)
     error: str | None = None
 
     def sample(self) -> dict[str, Any]:
@@ -99,5 +100,13 @@ def refresh(clients: Clients, flow: FlowSpec, regex: str, committed: dict[str, d
     highs = target_admin.high_watermarks({TP(p.topic, p.partition) for p in positions})
     return Readiness(checked_at=now, group_partitions=len(wanted), positions=len(positions),
                      exact=sum(p.exact for p in positions), recomputed=len(todo), changed=len(changed),
-                     removed=len(gone),
+                     removed=len(gone), estimated_rto_s=last_rto(audit, flow),
                      reread_max=sum(max(0, highs[TP(p.topic, p.partition)] - p.target_offset) for p in positions))
+
+
+def last_rto(audit: AuditStore, flow: FlowSpec) -> float | None:
+    """The RTO the flow's newest measured failover took (its report, in the audit's artifacts)."""
+    for art in reversed(audit.artifacts(kind="failover-report")):
+        if art.summary.get("flow") == flow.name and isinstance(art.summary.get("rto_s"), (int, float)):
+            return float(art.summary["rto_s"])
+    return None

@@ -36,6 +36,8 @@ class Freshness(BaseModel):
     checkpoint_age_s_max: float | None = None
     observed_at: datetime | None = None
     sample_age_s: float | None = None
+    readiness: dict[str, Any] | None = None  # what an unplanned failover now could write (runbooks/readiness.py)
+    readiness_age_s: float | None = None
 
 
 class CheckpointRow(BaseModel):
@@ -118,9 +120,13 @@ def freshness(sample: MetricsSample | None, now: datetime) -> Freshness:
     if sample is None:
         return Freshness()
     m = sample.metrics
+    ready = m.get("readiness") if isinstance(m.get("readiness"), dict) else None
+    checked = ready.get("checked_at") if ready else None
     return Freshness(heartbeat_age_s=_number(m.get("heartbeat_age_s")),
                      checkpoint_age_s_max=_number(m.get("checkpoint_age_s_max")),
-                     observed_at=sample.observed_at, sample_age_s=(now - sample.observed_at).total_seconds())
+                     observed_at=sample.observed_at, sample_age_s=(now - sample.observed_at).total_seconds(),
+                     readiness=ready, readiness_age_s=(now - datetime.fromisoformat(checked)).total_seconds()
+                     if isinstance(checked, str) else None)
 
 
 def checkpoint_rows(sample: MetricsSample | None) -> tuple[list[CheckpointRow], int]:

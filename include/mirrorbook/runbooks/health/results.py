@@ -68,7 +68,8 @@ class FlowHealth(BaseModel):
         return {"flow": self.flow, "state": self.status.state.value, "max_lag": self.status.max_lag,
                 "total_lag": self.status.total_lag, "heartbeat_age_s": _round(self.heartbeat_age_s),
                 "checkpoint_age_s": {c.group: _round(c.age_s) for c in self.checkpoints}, "hops": self.hops,
-                "restarted": self.restarted, "violations": self.violations}
+                "restarted": self.restarted, "violations": self.violations,
+                "readiness": self.readiness.sample() if self.readiness else None}
 
 
 class HealthReport(BaseModel):
@@ -100,6 +101,12 @@ class HealthReport(BaseModel):
                        f"heartbeat {fmt_s(f.heartbeat_age_s)}, hops {f.hops}, checkpoints: {cp}"
                        + (f"; restarted: {'; '.join(f.restarted)}" if f.restarted else "")
                        + ("" if not f.violations else f"  -> {len(f.violations)} violation(s)"))
+            if f.readiness is not None:
+                r = f.readiness
+                out.append(f"{f.flow}: readiness not refreshed: {r.error}" if r.error else
+                           f"{f.flow}: failover readiness {r.positions}/{r.group_partitions} group-partitions "
+                           f"({r.exact} proven, {r.recomputed} re-proven, {r.changed} changed); an unplanned "
+                           f"failover now re-reads at most {r.reread_max} records, skips 0")
         return out
 
 

@@ -32,6 +32,8 @@ from pathlib import Path
 from bench_stack import throwaway_stack
 from failover_rto import REPO, _airflow_env
 
+from mirrorbook.kafka.types import TP
+
 TOPICS, PARTITIONS, RECORDS = 100, 6, 100
 TRAFFIC_S, RATE = 20.0, 300
 ACTIVE_GROUPS = 6
@@ -40,7 +42,6 @@ ACTIVE_GROUPS = 6
 def scene(stack, n_groups: int, rnd: random.Random) -> dict:
     from mirrorbook.devstack.workload import produce
     from mirrorbook.kafka.admin import KafkaAdmin
-    from mirrorbook.kafka.types import TP
 
     state = stack.require()
     a = state.brokers["A"].bootstrap
@@ -68,26 +69,37 @@ def scene(stack, n_groups: int, rnd: random.Random) -> dict:
 
 
 class Traffic:
-    """~RATE records/s to A and ACTIVE_GROUPS groups committing forward, until stopped (or A is gone)."""
+    """~RATE records/s to A and ACTIVE_GROUPS groups committing forward; after `seconds`, right after a batch
+    was acked, it takes the truth (what A holds, where every group is committed) and kills A's broker —
+    the disaster strikes mid-traffic, with whatever MM2 had not replicated yet."""
 
-    def __init__(self, bootstrap: str, topics: list[str], groups: dict, rnd: random.Random) -> None:
+    def __init__(self, bootstrap: str, topics: list[str], groups: dict, rnd: random.Random, seconds: float,
+                 kill) -> None:
         from mirrorbook.kafka.admin import KafkaAdmin
 
-        self.bootstrap, self.topics, self.rnd = bootstrap, topics, rnd
+        self.bootstrap, self.topics, self.rnd, self.seconds, self.kill = bootstrap, topics, rnd, seconds, kill
+        self.groups = list(groups)
         self.active = dict(list(groups.items())[:ACTIVE_GROUPS])
         self.admin = KafkaAdmin(bootstrap)
-        self.stop = threading.Event()
+        self.truth: tuple[dict, dict] | None = None
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self) -> None:
         from mirrorbook.devstack.workload import produce
 
-        while not self.stop.is_set():
-            try:
-                produce(self.bootstrap, self.rnd.sample(self.topics, 5), RATE // (5 * PARTITIONS), admin=self.admin)
-                highs = self.admin.high_watermarks({tp for o in self.active.values() for tp in o})
-                self.admin.alter_group_offsets({g: {tp: highs[tp] - 1 for tp in o} for g, o in self.active.items()})
-            except Exception:
+        deadline = time.monotonic() + self.seconds
+        while True:
+            produce(self.bootstrap, self.rnd.sample(self.topics, 5), RATE // (5 * PARTITIONS), admin=self.admin)
+            # The active groups keep up: each commits its partitions' ends, only ever forward.
+            highs = self.admin.high_watermarks({tp for o in self.active.values() for tp in o})
+            for g, offsets in self.active.items():
+                for tp in offsets:
+                    offsets[tp] = max(offsets[tp], highs[tp])
+            self.admin.alter_group_offsets(self.active)
+            if time.monotonic() >= deadline:
+                tps = [TP(t, p) for t in self.topics for p in range(PARTITIONS)]
+                self.truth = (self.admin.committed_offsets(self.groups), self.admin.high_watermarks(tps))
+                self.kill()
                 return
             time.sleep(1.0)
 
@@ -135,15 +147,12 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
         ready = health.flows[0].readiness
         print(f"  health check with readiness in {time.monotonic() - t0:.1f}s: {ready.positions} positions "
               f"({ready.exact} exact) of {ready.group_partitions}")
-        traffic = Traffic(a, sc["topics"], sc["groups"], rnd)
+        traffic = Traffic(a, sc["topics"], sc["groups"], rnd, TRAFFIC_S, lambda: stack.stop_cluster("A", kill=True))
         traffic.thread.start()
-        time.sleep(TRAFFIC_S)
-        traffic.stop.set()
-        traffic.thread.join(30)
-        committed = admin_a.committed_offsets(list(sc["groups"]))
-        a_end = admin_a.high_watermarks(list(remote))
-        stack.stop_cluster("A", kill=True)
-        print("  A killed")
+        traffic.thread.join(TRAFFIC_S + 120)
+        assert traffic.truth is not None, "the traffic thread did not reach the kill"
+        committed, a_end = traffic.truth
+        print(f"  A killed after {TRAFFIC_S:.0f}s of traffic")
 
         from airflow.dag_processing.dagbag import DagBag
 
@@ -162,6 +171,7 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
         for m in read_ranges(b, {tp: (0, e) for tp, e in b_end.items()}):
             seq_at[TP(m.topic(), m.partition())].setdefault(json.loads(m.value())["seq"], m.offset())
         missing = skips = outside = 0
+        odd: list[str] = []
         for g, offsets in committed.items():
             for tp, c in offsets.items():
                 r = rows.get((g, remote[tp].topic, tp.partition))
@@ -169,12 +179,18 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
                     missing += 1
                     continue
                 true_next = seq_at[remote[tp]].get(c, b_end[remote[tp]])
-                skips += r["offset"] > true_next
                 bound = Count.model_validate(r["re_read"])
-                outside += not (bound.low <= max(0, true_next - r["offset"]) <= (bound.high or 10**18))
+                bad_skip = r["offset"] > true_next
+                bad_bound = not (bound.low <= max(0, true_next - r["offset"]) <= (bound.high or 10**18))
+                skips += bad_skip
+                outside += bad_bound
+                if bad_skip or bad_bound:
+                    odd.append(f"{g} {tp} committed {c}: true next on B {true_next}, row {r}")
         lost = sum(a_end[tp] - (max(seq_at[remote[tp]], default=-1) + 1) for tp in remote)
         rpo = rep.get("rpo") or {}
         print(f"  plan: {rep['plan']}; RPO lower bound {rpo.get('records')} vs true loss {lost}")
+        for line in odd[:10]:
+            print(f"  WRONG: {line}")
         return {f"unplanned_rto_s_g{n_groups}": rep["rto_s"], "rows_without_position": missing, "skips": skips,
                 "outside": outside, "rpo_over": max(0, (rpo.get("records") or 0) - lost)}
 

@@ -44,7 +44,7 @@ TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, ref
                        heartbeat_interval_s=1, offset_lag_max=100)
 
 
-def test_settings() -> StackSettings:
+def stack_settings() -> StackSettings:
     return StackSettings(reverse=True, mm2=TEST_MM2)
 
 
@@ -53,7 +53,7 @@ def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     reuse = os.environ.get("MIRRORBOOK_TEST_RUN_DIR")
     run_dir = Path(reuse) if reuse else tmp_path_factory.mktemp("devstack")
     stack = DevStack(run_dir)
-    stack.up(test_settings())
+    stack.up(stack_settings())
     yield stack
     if not reuse:
         stack.down(purge=True)

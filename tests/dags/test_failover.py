@@ -33,7 +33,7 @@ from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
-from tests.conftest import test_settings
+from tests.conftest import stack_settings
 from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, wait_mirrored
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -44,7 +44,7 @@ POSITIONS = ["end", "end-1", "end-7", "end-50", "end-150", "end-299", "begin", "
 @pytest.fixture(scope="module")
 def fo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     stack = DevStack(tmp_path_factory.mktemp("failover-stack"))
-    stack.up(test_settings())
+    stack.up(stack_settings())
     yield stack
     stack.down(purge=True)
 

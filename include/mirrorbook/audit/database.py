@@ -8,6 +8,8 @@ each append must read and move the one chain head. Reads never block writers.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -39,6 +41,23 @@ def default_url() -> str:
 def normalize_url(url: str) -> str:
     """A plain filesystem path means a SQLite file; anything else must be a SQLAlchemy URL."""
     return url if "://" in url else f"sqlite:///{Path(url).expanduser().absolute()}"
+
+
+def _enable_wal(cur: Any) -> None:
+    """Switch a fresh file to WAL. SQLite answers "database is locked" at once, without its busy handler,
+    when several processes race to switch the same new file — so retry that, within the same busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.01
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 class Database:
@@ -82,7 +101,7 @@ class Database:
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
             if self._sqlite_file:
-                cur.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(cur)
             cur.close()
 
         @event.listens_for(engine, "begin")

@@ -140,7 +140,8 @@ class Topology(_Strict):
                 return f
         return None
 
-    def managed_groups(self, flow: FlowSpec) -> str:
+    def groups_regex(self, flow: FlowSpec) -> str:
+        """The regex of the groups a flow moves: its own, else the topology's default."""
         return flow.groups or self.groups
 
     def to_yaml(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,14 @@ def test_bad_input_fails_first_task_without_any_call(run_dag, dag_scratch, conne
     assert proxy.calls() == []
 
 
-def test_alter_with_spark_parity_judges_connector_offsets_and_groups(run_dag, mirrored, connect_b_url):
+def test_alter_with_spark_parity_judges_connector_offsets_and_groups(run_dag, mirrored, connect_b_url,
+                                                                    monkeypatch):
+    # Through the spark_default connection (the provider's SparkSubmitHook), with this venv not on the
+    # worker's PATH: spark-submit is found through the subprocess's own environment, and the worker's
+    # environment is left as it was.
+    venv_bin = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin))
+    before = dict(os.environ)
     run = run_dag("mm2_offsets", conf(mirrored, action="alter", offsets=body(mirrored, {0: 4, 1: 7}),
                                       stop_first=True, parity="spark"))
     assert run.state == "success", run.failure() or run.task_states()
@@ -164,3 +172,5 @@ def test_alter_with_spark_parity_judges_connector_offsets_and_groups(run_dag, mi
     assert verdict.result == "noop" and verdict.details["status"] == "passed"
     # The connector's own offsets were among the rows the job judged (as read back while STOPPED).
     assert verdict.details["totals"].get("rows", 0) >= 2 or sum(verdict.details["counts"].values()) >= 2
+    assert {k: os.environ.get(k) for k in ("PATH", "AIRFLOW_CONN_SPARK_DEFAULT")} == \
+        {k: before.get(k) for k in ("PATH", "AIRFLOW_CONN_SPARK_DEFAULT")}

@@ -131,8 +131,11 @@ def test_stop_with_spark_parity_proves_no_group_moved(run_dag, dag_scratch, conn
     venv_bin = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin))
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT")
+    path = os.environ["PATH"]
     run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "stop", "parity": "spark"})
     assert run.state == "success", run.failure() or run.task_states()
+    # ... without touching the worker's own environment (no process-wide side effects).
+    assert os.environ["PATH"] == path and "AIRFLOW_CONN_SPARK_DEFAULT" not in os.environ
     verdict = [e for e in run.events(kind="step") if e.action == "step.parity.group_parity"]
     assert len(verdict) == 1 and verdict[0].result == "noop"  # a check: nothing changed, nothing failed
     assert verdict[0].details.get("status") == "passed", verdict[0].details

@@ -23,7 +23,7 @@ def test_load_defaults_connector_names(tmp_path):
     f = topo.flow("A->B")
     assert f.connectors.source == "A->B.MirrorSourceConnector"
     assert f.connectors.checkpoint == "A->B.MirrorCheckpointConnector"
-    assert topo.managed_groups(f) == "orders-.*"
+    assert topo.groups_regex(f) == "orders-.*"
     assert Topology.model_validate_json(topo.model_dump_json()) == topo
 
 

@@ -38,7 +38,7 @@ def _bootstrap(topology: Topology, alias: str) -> str:
 def cmd_translate(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     flow = topology.flow(args.flow)
-    groups = args.groups or topology.managed_groups(flow)
+    groups = args.groups or topology.groups_regex(flow)
     group_matcher(groups)  # a bad regex fails here, before anything is read
     policy = ReplicationPolicy.for_flow(flow)
     if args.mode == "mm2":

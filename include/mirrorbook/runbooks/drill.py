@@ -41,7 +41,7 @@ from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBeforeCutover, LagPoint,
                                              PartitionOutcome, StepTiming, write_report)
-from mirrorbook.runbooks import failover, move as moves
+from mirrorbook.runbooks import failover, move as moves, move_report
 from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
 from mirrorbook.runbooks.engine import GateRefused, Runbook
@@ -488,7 +488,7 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
         s.cutover_at, s.produced, s.consumed_on_a = canary.cutover_at, canary.produced, canary.consumed_on_a
         s.lag_before_cutover, s.flow_state_before = canary.lag_before, canary.flow_state_before
         s.lag_timeline = _timeline(rb, flow, set(canary.topics), canary.started_at - timedelta(seconds=5), finished)
-        s.failover_s = failover.move_report(rb, plan, canary.cutover_at)["rto_s"]
+        s.failover_s = move_report.move_report(rb, plan, canary.cutover_at)["rto_s"]
     if resume:
         s.partitions, s.resumed_at, s.consumed_on_b = resume.outcomes, resume.resumed_at, resume.consumed_on_b
         s.skipped = sum(o.skipped for o in resume.outcomes)

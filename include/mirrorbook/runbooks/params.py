@@ -246,7 +246,7 @@ class MoveParams(ChangeParams):
         return v
 
     def groups_regex(self, topology: Topology) -> str:
-        return self.groups or topology.managed_groups(self.flow_spec)
+        return self.groups or topology.groups_regex(self.flow_spec)
 
 
 class FailoverParams(MoveParams):

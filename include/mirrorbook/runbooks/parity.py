@@ -48,7 +48,7 @@ def _unkey(data: dict[str, dict[str, int]]) -> dict[str, dict[TP, int]]:
 
 def capture_groups(rb: Runbook, clients: Clients, topology: Topology, flow: FlowSpec) -> dict[str, Any]:
     """Committed offsets of the flow's managed groups on both clusters, kept in the run's progress."""
-    regex = topology.managed_groups(flow)
+    regex = topology.groups_regex(flow)
     before = {}
     for cluster in (flow.source, flow.target):
         admin = clients.admin(cluster)

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks import failback, failover, move as moves
+from mirrorbook.runbooks import failback, failover, move as moves, move_report
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 
@@ -44,7 +44,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
             moves.precheck(rb, clients, move)
         elif self.step == "translate":
             plan = moves.translate(rb, clients, move, compute)
-            self.log.info("%s", failover.render_report(failover.move_report(rb, plan, None)))
+            self.log.info("%s", move_report.render_report(move_report.move_report(rb, plan, None)))
         elif self.step == "write_offsets":
             moves.write_offsets(rb, clients, move, moves.load_plan(rb))
         elif self.step == "verify":
@@ -80,8 +80,8 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         run = run_report(rb.audit, rb.info.run_id)
         extra["mutating_calls"] = run["mutating_calls"]
         extra["planned_calls"] = run["planned_calls"]
-        report = failover.move_report(rb, plan, _trigger_time(context), extra)
-        text = failover.render_report(report)
+        report = move_report.move_report(rb, plan, _trigger_time(context), extra)
+        text = move_report.render_report(report)
         for line in (text + "\n" + run["text"]).splitlines():
             self.log.info("%s", line)
         path = artifacts_dir() / f"{move.direction}-{safe_name(rb.info.run_id)}.json"

@@ -1,34 +1,34 @@
 """Parity after every mutating step: snapshots collected by the library, judged by the Spark apps
-through the Spark provider's own SparkSubmitOperator (master from the `spark_default` connection).
+through the Spark provider's SparkSubmitHook (master from the `spark_default` connection).
 
-`ParitySparkSubmitOperator` collects the snapshot its `check` needs, points SparkSubmitOperator at
-the app, runs it, then reads the app's JSON summary: the verdict goes to the audit store, and a
+`ParitySparkSubmitOperator` collects the snapshot its `check` needs, submits the app, then reads the
+app's JSON summary: the verdict goes to the audit store, and a
 failed parity fails the task naming the groups and partitions. `parity=off` (a DAG parameter)
 skips the job — the step's own read-back still verifies, without Spark.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
-from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, RunbookTask, guarded
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
-from mirrorbook.parity.submit import local_env
+from mirrorbook.parity import submit
 from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import load_plan, move_for
 from mirrorbook.topology import FlowSpec
 
 SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
-LOCAL_MASTER = {"conn_type": "spark", "host": "local[*]"}
+# What spark-submit needs from this venv: pip's pyspark, this Python, and PATH where it finds spark-submit.
+SUBMIT_ENV = ("PATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")
 CHECKS = ("unchanged", "offsets", "move")
 
 
@@ -48,18 +48,26 @@ class CaptureGroupOffsetsOperator(MirrorbookBaseOperator):
         return self.log_outcomes(rb)
 
 
-class ParitySparkSubmitOperator(RunbookTask, SparkSubmitOperator):
+class ParitySparkSubmitOperator(MirrorbookBaseOperator):
+    """Run one parity app and record its verdict.
+
+    With a Spark connection (`spark_default`, or `MIRRORBOOK_SPARK_CONN_ID`) the job goes through the
+    Spark provider's `SparkSubmitHook`, configured through its public arguments only; what the
+    spark-submit process needs from this venv reaches it through `env_vars` (that subprocess's
+    environment), never through this worker's `os.environ`. Without the connection the job runs on this
+    worker with the venv's spark-submit and master local[*] (`mirrorbook.parity.submit.run`)."""
+
     deadline_s = 3600.0
 
     def __init__(self, *, check: str, app: str = "group_parity", conn_id: str = SPARK_CONN_ID,
                  **kwargs: Any) -> None:
         if check not in CHECKS:
             raise ValueError(f"check must be one of {CHECKS}")
-        super().__init__(application="", conn_id=conn_id, name=f"mirrorbook-{app}", **kwargs)
-        self.check, self.app = check, app
+        super().__init__(**kwargs)
+        self.check, self.app, self.conn_id = check, app, conn_id
+        self._submitting: SparkSubmitHook | None = None  # the running submission, for on_kill
 
     def execute(self, context: Any) -> Any:
-        hook = self.hook
         params = self.runbook_params(context)
         rb = self.runbook(context)
         flow = params.flow_spec
@@ -69,23 +77,53 @@ class ParitySparkSubmitOperator(RunbookTask, SparkSubmitOperator):
                 step.note(skipped=reason)
             self.log.info("parity not run: %s", reason)
             return {"skipped": reason}
-        spec = guarded(lambda: self._spec(rb, hook, flow, params))
+        spec = guarded(lambda: self._spec(rb, self.hook, flow, params))
         if spec is None:
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
-        self._point_at(spec)
-        self._out_of_the_box()
-        try:
-            super().execute(context)
-        except AirflowException as exc:  # the apps exit non-zero on a failed parity; the summary says why
-            self.log.info("spark-submit ended: %s", exc)
-        if not spec.summary_path.is_file():
-            raise AirflowException(f"{spec.name} produced no summary (see the spark-submit output above)")
-        summary = ParitySummary.model_validate_json(spec.summary_path.read_text())
+        summary = guarded(lambda: self._submit(spec))
         guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check))
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
+
+    def on_kill(self) -> None:
+        if self._submitting is not None:
+            self._submitting.on_kill()
+
+    def _submit(self, spec: SparkSubmitSpec) -> ParitySummary:
+        """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit)."""
+        try:
+            BaseHook.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            self.log.warning("no %r connection: running %s with master local[*] on this worker "
+                             "(create the connection to submit to a cluster)", self.conn_id, spec.name)
+            return submit.run(spec, timeout_s=None)
+        spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict
+        kw = spec.operator_kwargs()
+        conf = dict(kw["conf"] or {})
+        if spec.driver_java_options:
+            conf["spark.driver.extraJavaOptions"] = spec.driver_java_options
+        env = submit.local_env()
+        self._submitting = SparkSubmitHook(
+            conn_id=self.conn_id, conf=conf, jars=kw["jars"], py_files=kw["py_files"], name=kw["name"],
+            application_args=kw["application_args"], driver_memory=kw["driver_memory"],
+            env_vars={k: env[k] for k in SUBMIT_ENV if k in env})
+        ended: AirflowException | None = None
+        try:
+            self._submitting.submit(kw["application"])
+        except AirflowException as exc:  # the apps exit non-zero on a failed parity; their summary says why
+            ended = exc
+        finally:
+            self._submitting = None
+        if not spec.summary_path.is_file():
+            raise submit.SparkJobError(f"{spec.name} produced no summary: {ended or 'spark-submit exited 0'}",
+                                       "see the spark-submit output above")
+        summary = ParitySummary.model_validate_json(spec.summary_path.read_text())
+        if ended is not None and summary.passed:
+            raise submit.SparkJobError(f"{spec.name} wrote a passing summary but spark-submit failed: {ended}",
+                                       "see the spark-submit output above")
+        return summary
 
     def _skip_reason(self, rb: Runbook, params: Any) -> str | None:
         if params.parity == "off":
@@ -120,30 +158,3 @@ class ParitySparkSubmitOperator(RunbookTask, SparkSubmitOperator):
         src, dst = clients.kafka_config(via.source), clients.kafka_config(via.target)
         return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap,
                                  source_options=java_client_options(src), target_options=java_client_options(dst))
-
-    def _out_of_the_box(self) -> None:
-        """Airflow started from an un-activated venv, without a spark_default connection, must still prove.
-
-        spark-submit is looked up on this process's PATH (whatever the master), so the venv's bin joins
-        it; without the connection the provider would submit to YARN, mirrorbook's default is local[*].
-        Both are set for this task's process only, the connection through Airflow's env-var backend."""
-        os.environ["PATH"] = local_env()["PATH"]
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except AirflowNotFoundException:
-            self.log.warning("no %r connection: running %s with master local[*] on this worker "
-                             "(create the connection to submit to a cluster)", self._conn_id, self.name)
-            os.environ[f"AIRFLOW_CONN_{self._conn_id.upper()}"] = json.dumps(LOCAL_MASTER)
-
-    def _point_at(self, spec: SparkSubmitSpec) -> None:
-        """SparkSubmitOperator runs whatever these fields say; the master comes from its connection."""
-        kw = spec.operator_kwargs()
-        self.application, self.application_args, self.name = kw["application"], kw["application_args"], kw["name"]
-        self.jars, self.py_files = kw["jars"], kw["py_files"]
-        conf = dict(kw["conf"] or {})
-        if spec.driver_java_options:
-            conf["spark.driver.extraJavaOptions"] = spec.driver_java_options
-        self.conf = conf
-        self.env_vars = {k: v for k, v in local_env().items()
-                         if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")}
-        self._hook = None

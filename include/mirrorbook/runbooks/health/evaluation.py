@@ -102,7 +102,7 @@ def flow_health(flow: FlowSpec, topology: Topology, status: FlowStatus, target: 
                     heartbeat_at=at_ms(hb_ms) if hb_ms is not None else None,
                     heartbeat_age_s=max(0.0, now.timestamp() - hb_ms / 1000) if hb_ms is not None else None,
                     heartbeat_lookback_s=params.heartbeat_lookback_s,
-                    checkpoints=group_checkpoints(flow, topology.managed_groups(flow), status, target, committed,
+                    checkpoints=group_checkpoints(flow, topology.groups_regex(flow), status, target, committed,
                                                   previous, now),
                     hops=hops, lock_holder=lock_holder, problems=problems, committed=committed)
     fh.violations = evaluate(fh, params, now)

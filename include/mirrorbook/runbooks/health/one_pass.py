@@ -69,7 +69,7 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
     by_source: dict[str, list[str]] = defaultdict(list)
     for f in flows:
         by_target[f.target].append(f)
-        by_source[f.source].append(topology.managed_groups(f))
+        by_source[f.source].append(topology.groups_regex(f))
     since_ms = int((context.now.timestamp() - context.params.heartbeat_lookback_s) * 1000)
 
     def target_failed(alias: str) -> Callable[[Exception], TargetFreshness]:

@@ -49,9 +49,6 @@ class FlowHealth(BaseModel):
     # The managed groups' committed offsets the pass read on the source (None: unreadable); readiness input.
     committed: dict[str, dict[TP, int]] | None = Field(default=None, exclude=True)
 
-    def checkpoint_ages(self) -> dict[str, float | None]:
-        return {c.group: c.age_s for c in self.checkpoints}
-
     def metrics(self, now: datetime) -> dict[str, Any]:
         """FlowStatus.metrics() (its `partitions` rows feed the RPO estimate) plus freshness and verdict."""
         ages = [c.age_s for c in self.checkpoints if c.age_s is not None]

@@ -51,7 +51,7 @@ def keep_readiness(clients: Clients, topology: Topology, report: HealthReport, a
     def one(fh: FlowHealth) -> readiness.Readiness:
         flow = topology.flow(fh.flow)
         try:
-            return readiness.refresh(clients, flow, topology.managed_groups(flow), fh.committed or {}, audit,
+            return readiness.refresh(clients, flow, topology.groups_regex(flow), fh.committed or {}, audit,
                                      report.observed_at)
         except MirrorbookError as exc:
             log.warning("readiness of %s not refreshed: %s", fh.flow, exc)

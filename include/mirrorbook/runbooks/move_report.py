@@ -1,0 +1,68 @@
+"""The report of a move (failover, failback, the drill's cutover): offsets written, re-reads, skips, RTO, RPO."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from mirrorbook.mm2.counts import Count
+from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.plan import TranslationPlan
+
+def _ts(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetime | None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the operator and the drill report need: offsets written, re-reads, skips, RTO."""
+    written, stopped = _ts(rb.progress_get("written_at")), _ts(rb.progress_get("flow_stopped_at"))
+    rto = None
+    if triggered_at and written and stopped:
+        rto = round((max(written, stopped) - triggered_at).total_seconds(), 3)
+    out: dict[str, Any] = {
+        "run_id": rb.info.run_id,
+        "dry_run": rb.dry_run,
+        "rto_s": rto,
+        "triggered_at": triggered_at.isoformat() if triggered_at else None,
+        "offsets_written_at": written.isoformat() if written else None,
+        "flow_stopped_at": stopped.isoformat() if stopped else None,
+        **(extra or {}),
+    }
+    if plan is not None:
+        out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
+                   flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,
+                   rows=[r.model_dump() for r in plan.rows])
+    return out
+
+
+def _range(low: int, high: int | None) -> str:
+    return str(Count.between(low, high))
+
+
+def render_report(report: dict[str, Any]) -> str:
+    lines = [f"{report.get('direction', 'move')} of {report.get('flow')} "
+             f"({report.get('mode')}, translation={report.get('translation')}): "
+             f"RTO {report['rto_s']}s" if report.get("rto_s") is not None else
+             f"{report.get('direction', 'move')} of {report.get('flow')}: RTO not measured (dry run or incomplete)"]
+    totals = report.get("plan") or {}
+    if totals:
+        lines.append(f"  {totals['groups']} group(s), {totals['partitions']} partition(s): re-read "
+                     f"{_range(totals['re_read'], totals['re_read_max'])}, skipped "
+                     f"{_range(totals['skipped'], totals['skipped_max'])}"
+                     + (f" ({totals['bounded']} row(s) bounded, not counted exactly)" if totals['bounded'] else "")
+                     + f"; methods {totals['methods']}")
+    if report.get("rpo"):
+        rpo = report["rpo"]
+        lines.append(f"  RPO: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
+                     f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
+    if report.get("divergence"):
+        d = report["divergence"]
+        lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")
+    for r in report.get("rows", [])[:200]:
+        lines.append(f"    {r['group']:<24} {r['target_topic']}-{r['partition']:<3} offset {r['offset']:<8} "
+                     f"({r['method']}) re-read {Count.model_validate(r['re_read'])} "
+                     f"skip {Count.model_validate(r['skip'])}")
+    for n in report.get("notes", []):
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)

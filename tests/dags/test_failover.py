@@ -180,6 +180,14 @@ def test_dry_run_lists_the_plan_and_changes_nothing(fo, run_dag):
     assert report["plan"]["partitions"] == 6 and report["rto_s"] is None
 
 
+def test_a_groups_pattern_matching_nothing_is_refused_before_anything_changes(fo, run_dag):
+    tag = f"none{uuid.uuid4().hex[:5]}"
+    run = run_dag("mm2_failover", _conf(tag))
+    assert run.state == "failed"
+    assert f'No consumer group matches "{tag}-g.*" on A' in run.failure()
+    assert run.mutating_calls() == 0
+
+
 def test_crash_between_translate_and_write_then_clear_converges(fo, run_dag, audit: AuditStore):
     tag = f"cr{uuid.uuid4().hex[:5]}"
     topics, groups = _workload(fo, tag, ["end", "end-5", "end-60", "9"], topics=1, partitions=3, records=80)

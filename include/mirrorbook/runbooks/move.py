@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from mirrorbook.clients import Clients
-from mirrorbook.bounds import cut
+from mirrorbook.bounds import cut, shown
 from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
@@ -144,8 +144,8 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
                               f"resume it (mm2_pause_resume flow={move.via.name} action=resume), or use mode=unplanned")
         groups = groups_to_move(rb, clients, move, reach[move.from_cluster])
         if not groups:
-            raise GateRefused(f"No consumer group matches {move.regex!r} "
-                              f"{'on ' + move.from_cluster if move.planned else 'in the checkpoints on ' + move.to_cluster}",
+            raise GateRefused(f"No consumer group matches {shown(move.regex)} "
+                              f"{'on ' + move.from_cluster if move.planned else 'in what survives on ' + move.to_cluster + ' (MM2 checkpoints, readiness positions)'}",
                               "check the `groups` parameter (a regex matched against whole group ids)")
         active = {g: i for g, i in dst.describe_groups(groups).items() if not i.inactive}
         if active:

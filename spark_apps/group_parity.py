@@ -11,12 +11,17 @@ classifies every row:
               an expected row on that cluster, or matching --scope-group-regex)
 
 reference = true_offset when known (the proven position of the record the group reads next),
-else expected_offset. With expected = offsets before a step and actual = offsets after it, the same
+else expected_offset. With --as-written the expected offsets are what a runbook wrote, not the truth,
+and nothing here is taken as the reference:
+
+  AS-WRITTEN  actual == expected: still committed where written (the truth is the record proof's to
+              establish, from both clusters' records — or unprovable without the source)
+  CHANGED n   actual != expected: moved since it was written, by n offsets With expected = offsets before a step and actual = offsets after it, the same
 job proves "offsets unchanged" (e.g. around a connector stop/resume).
 
 The job fails (exit 1) on any SKIP or MISSING, on RE-READ n > --max-reread (when given), on a
 committed offset outside the partition's [low, high] watermarks (when --watermarks is given: the
-consumer would be reset by auto.offset.reset), and on UNEXPECTED with --fail-unexpected.
+consumer would be reset by auto.offset.reset), on CHANGED, and on UNEXPECTED with --fail-unexpected.
 
 Inputs (Parquet; extra columns ignored, nullable columns may be absent):
   --expected    cluster string, group string, topic string, partition int, expected_offset long,
@@ -50,7 +55,7 @@ import parity_common as pc
 
 APP = "group_parity"
 KEY = ["cluster", "group", "topic", "partition"]
-STATUS_ORDER = ["SKIP", "MISSING", "RE-READ", "UNEXPECTED", "OK"]
+STATUS_ORDER = ["SKIP", "CHANGED", "MISSING", "RE-READ", "UNEXPECTED", "OK", "AS-WRITTEN"]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -61,6 +66,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-reread", type=int, default=None,
                         help="fail a row whose RE-READ n exceeds this (default: re-reads never fail)")
     parser.add_argument("--fail-unexpected", action="store_true", help="fail on UNEXPECTED rows too")
+    parser.add_argument("--as-written", action="store_true",
+                        help="expected = what a runbook wrote, not the truth: AS-WRITTEN / CHANGED, no verdict "
+                             "on re-reads or skips (a move's truth is the record proof's)")
     parser.add_argument("--scope-group-regex", default=None,
                         help="also treat groups matching this regex as in scope (for UNEXPECTED)")
     args = parser.parse_args(argv)
@@ -117,9 +125,11 @@ def in_scope(rows: DataFrame, regex: str | None) -> DataFrame:
     return rows.filter(keep).drop("_in_scope")
 
 
-def status_col(has_expected: Column, committed: Column, reference: Column) -> Column:
-    return (F.when(~has_expected, F.lit("UNEXPECTED"))
-            .when(committed.isNull(), F.lit("MISSING"))
+def status_col(has_expected: Column, committed: Column, reference: Column, as_written: bool) -> Column:
+    known = F.when(~has_expected, F.lit("UNEXPECTED")).when(committed.isNull(), F.lit("MISSING"))
+    if as_written:
+        return known.when(committed == reference, F.lit("AS-WRITTEN")).otherwise(F.lit("CHANGED"))
+    return (known
             .when(committed == reference, F.lit("OK"))
             .when(committed < reference, F.lit("RE-READ"))
             .otherwise(F.lit("SKIP")))
@@ -127,7 +137,7 @@ def status_col(has_expected: Column, committed: Column, reference: Column) -> Co
 
 def failed_col(status: Column, n: Column, out_of_range: Column, max_reread: int | None,
                fail_unexpected: bool) -> Column:
-    cond = status.isin("SKIP", "MISSING") | out_of_range
+    cond = status.isin("SKIP", "MISSING", "CHANGED") | out_of_range
     if max_reread is not None:
         cond = cond | ((status == "RE-READ") & (n > F.lit(max_reread)))
     if fail_unexpected:
@@ -145,6 +155,8 @@ def reason_col(max_reread: int | None) -> Column:
                                            F.lit(f" > --max-reread {max_reread} (") if max_reread is not None
                                            else F.lit(" ("), committed, F.lit(", "), ref, F.lit(")")))
             .when(s == "MISSING", F.concat(F.lit("MISSING (no committed offset; "), ref, F.lit(")")))
+            .when(s == "CHANGED", F.concat(F.lit("CHANGED "), n, F.lit(" since written ("), committed, F.lit(", "),
+                                           ref, F.lit(")")))
             .when(s == "UNEXPECTED", F.concat(F.lit("UNEXPECTED ("), committed, F.lit(", no expected row)")))
             .otherwise(F.concat(F.lit("OK ("), committed, F.lit(")"))))
     oor = F.when(F.col("out_of_range"), F.concat(F.lit("; committed offset outside the watermarks ["),
@@ -160,16 +172,18 @@ def classify(expected: DataFrame, actual: DataFrame, marks: DataFrame | None, ar
     else:
         rows = rows.withColumn("low", F.lit(None).cast("long")).withColumn("high", F.lit(None).cast("long"))
     has_expected = F.col("expected_rows") > 0
-    reference = F.coalesce(F.col("true_offset"), F.col("expected_offset"))
+    reference = F.col("expected_offset") if args.as_written else F.coalesce(F.col("true_offset"),
+                                                                            F.col("expected_offset"))
     committed = F.col("committed_offset")
     rows = (rows
             .withColumn("reference_offset", reference)
-            .withColumn("reference_kind", F.when(F.col("true_offset").isNotNull(), F.lit("true"))
+            .withColumn("reference_kind", F.when(F.lit(args.as_written), F.lit("written"))
+                        .when(F.col("true_offset").isNotNull(), F.lit("true"))
                         .when(F.col("expected_offset").isNotNull(), F.lit("expected")))
-            .withColumn("status", status_col(has_expected, committed, reference))
-            .withColumn("n", F.when(F.col("status").isin("RE-READ", "SKIP"), F.abs(committed - reference))
+            .withColumn("status", status_col(has_expected, committed, reference, args.as_written))
+            .withColumn("n", F.when(F.col("status").isin("RE-READ", "SKIP", "CHANGED"), F.abs(committed - reference))
                         .otherwise(F.lit(0)).cast("long"))
-            .withColumn("classification", F.when(F.col("status").isin("RE-READ", "SKIP"),
+            .withColumn("classification", F.when(F.col("status").isin("RE-READ", "SKIP", "CHANGED"),
                                                  F.concat_ws(" ", F.col("status"), F.col("n").cast("string")))
                         .otherwise(F.col("status")))
             .withColumn("out_of_range", F.coalesce(committed.isNotNull() & F.col("low").isNotNull()
@@ -239,7 +253,7 @@ def body(args: argparse.Namespace):
         result = summarize(spark, out, args)
         result["inputs"] = {"expected": args.expected, "actual": args.actual, "watermarks": args.watermarks}
         result["thresholds"] = {"max_reread": args.max_reread, "fail_unexpected": args.fail_unexpected,
-                                "scope_group_regex": args.scope_group_regex}
+                                "scope_group_regex": args.scope_group_regex, "as_written": args.as_written}
         result["outputs"] = {"rows": out}
         return result
     return run

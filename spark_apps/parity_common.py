@@ -82,10 +82,11 @@ BOUNDARIES = _schema(                 # where a group stops on the source (C) an
     ("group", S, False),
     ("source_topic", S, False),
     ("source_partition", I, False),
-    ("source_committed", L, False),
+    ("source_committed", L, False),   # C: committed on the source, read when the proof was prepared
     ("target_topic", S, False),
     ("target_partition", I, False),
-    ("target_offset", L, False),
+    ("target_offset", L, True),       # T: committed on the target, read then (null: nothing committed)
+    ("plan_offset", L, True),         # what the runbook planned to write: reported beside, never the reference
 )
 SCHEMAS = {"expected": EXPECTED, "actual": ACTUAL, "watermarks": WATERMARKS, "ranges": RANGES,
            "boundaries": BOUNDARIES}

@@ -10,15 +10,19 @@ from empty. Per partition pair (source topic-partition -> target topic-partition
   records         (not with --checksums-only) records matched by (hash, occurrence), records MISSING
                   on the target, EXTRA records on the target (foreign or duplicated), ORDER violations
                   (a matched record lands on the target before the one preceding it on the source)
-  boundaries      (with --boundaries) for each group that committed C on the source and was given T
-                  on the target: the records it would re-read (mirrors of source offsets < C at >= T),
-                  skip (mirrors of source offsets >= C below T), and whether the first record at >= T
-                  on the target is the first record at >= C on the source (or both ends are reached).
-                  Counts are over the read ranges, so ranges should reach back to the boundaries.
+  boundaries      (with --boundaries) for each group committed at C on the source and at T on the
+                  target (both as read when the proof was prepared — the truth, not the plan): the
+                  true target offset (the copy of the record at C), the records it will re-read
+                  (copies of source offsets < C at >= T), skip (copies of source offsets >= C below T),
+                  and whether the first record at >= T on the target is the first record at >= C on
+                  the source (or both ends are reached). OK / RE-READ n / SKIP n / MISMATCH / MISSING
+                  (nothing committed on the target) / UNPROVABLE (C or T outside the records read: the
+                  truth cannot be established there; counted apart, never OK). The plan's offset is
+                  carried as plan_offset and a difference flagged, never used as the reference.
 
 The job fails (exit 1) on any count/checksum difference, MISSING, EXTRA or ORDER record, and on a
-boundary that SKIPs, MISMATCHes, lies outside its read range (NOT-COVERED) or RE-READs more than
---max-reread.
+boundary that SKIPs, MISMATCHes, is MISSING or RE-READs more than --max-reread. UNPROVABLE rows do not
+fail the job; they are counted in the summary (totals.boundary_unprovable).
 
 Inputs:
   --source-bootstrap / --target-bootstrap, --source-option/--target-option K=V (passed as kafka.K,
@@ -28,7 +32,8 @@ Inputs:
                  target_end long?   ([start, end); null = earliest / latest at job start)
   --topic SRC=TGT  (repeatable) whole topics, partition p paired with p, earliest to latest
   --boundaries PATH  Parquet: group string, source_topic string, source_partition int,
-                 source_committed long, target_topic string, target_partition int, target_offset long
+                 source_committed long, target_topic string, target_partition int, target_offset long?,
+                 plan_offset long?
 
 Outputs under --output: pairs/ (per pair figures), differences/ (MISSING, EXTRA, ORDER rows),
 boundaries/ (per boundary figures); the JSON --summary names every failing pair, record and boundary.
@@ -263,32 +268,39 @@ def pair_table(spark: SparkSession, pairs: list[dict[str, Any]], src: DataFrame,
 
 
 def covered(b: DataFrame, pairs: DataFrame) -> Column:
-    """A boundary is judged only if its offsets lie inside the ranges read for its pair."""
-    def inside(side: str, off: str) -> Column:
-        return ((pairs[f"{side}_start"].isNull() | (b[off] >= pairs[f"{side}_start"]))
-                & (pairs[f"{side}_end"].isNull() | (b[off] <= pairs[f"{side}_end"])))
-    return inside("source", "source_committed") & inside("target", "target_offset")
+    """A boundary is provable only if C and T lie where records were read for its pair. T above the
+    target's end is covered (everything from the copy of C to the end was read: that is what it skips)."""
+    def inside(side: str, off: str, upper: bool) -> Column:
+        ok = pairs[f"{side}_start"].isNull() | (b[off] >= pairs[f"{side}_start"])
+        return ok & (pairs[f"{side}_end"].isNull() | (b[off] <= pairs[f"{side}_end"])) if upper else ok
+    return inside("source", "source_committed", True) & inside("target", "target_offset", False)
 
 
 def boundary_table(spark: SparkSession, args: argparse.Namespace, pairs: list[dict[str, Any]],
                    m: DataFrame) -> DataFrame:
+    """Each group's position judged against the truth the records establish, never against the plan:
+    with C committed on the source and T committed on the target (both read when the proof was prepared),
+    the group re-reads the copies of source records below C that lie at or above T, and skips the copies
+    of records at or above C that lie below T. `plan_offset` is carried beside, and any difference shown."""
     b = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries")
-    pc.validate(b, ["group", *PAIR], ["group", *PAIR, "source_committed", "target_offset"], "boundaries")
+    pc.validate(b, ["group", *PAIR], ["group", *PAIR, "source_committed"], "boundaries")
     p = spark.createDataFrame(pairs, schema=PAIRS)
     pair_match = ((b["source_topic"] == p["source_topic"]) & (b["target_topic"] == p["target_topic"])
                   & (p["source_partition"].isNull() | (b["source_partition"] == p["source_partition"]))
                   & (p["target_partition"].isNull() | (b["target_partition"] == p["target_partition"]))
                   & (p["source_partition"].isNotNull() | (b["source_partition"] == b["target_partition"])))
     judged = b.join(F.broadcast(p), pair_match, "left").groupBy(*[b[c] for c in b.columns]).agg(
-        F.max(p["source_topic"].isNotNull() & covered(b, p)).alias("covered"))
+        F.max(p["source_topic"].isNotNull() & F.coalesce(covered(b, p), F.lit(False))).alias("covered"))
     c, t = F.col("source_committed"), F.col("target_offset")
     s_off, t_off, kind = F.col("source_offset"), F.col("target_offset_m"), F.col("kind")
     mm = m.withColumnRenamed("target_offset", "target_offset_m")
-    figures = judged.join(mm, PAIR, "left").groupBy("group", *PAIR, "source_committed", "target_offset").agg(
+    figures = judged.join(mm, PAIR, "left").groupBy("group", *PAIR, "source_committed", "target_offset",
+                                                    "plan_offset").agg(
         F.sum(((kind == "MATCHED") & (s_off < c) & (t_off >= t)).cast("long")).alias("reread"),
         F.sum(((kind == "MATCHED") & (s_off >= c) & (t_off < t)).cast("long")).alias("skip"),
         F.sum(((kind == "MISSING") & (s_off >= c)).cast("long")).alias("missing_after"),
         F.sum(((kind == "EXTRA") & (t_off >= t)).cast("long")).alias("extra_after"),
+        F.min(F.when((kind == "MATCHED") & (s_off >= c), t_off)).alias("true_offset"),
         F.min(F.when(s_off >= c, F.struct(s_off.alias("offset"), F.col("hash"), F.col("key_preview"))))
         .alias("next_source"),
         F.min(F.when(t_off >= t, F.struct(t_off.alias("offset"), F.col("hash"), F.col("key_preview"))))
@@ -297,7 +309,8 @@ def boundary_table(spark: SparkSession, args: argparse.Namespace, pairs: list[di
     figures = figures.fillna(0, subset=["reread", "skip", "missing_after", "extra_after"])
     exact = ((F.col("next_source").isNull() & F.col("next_target").isNull())
              | (F.col("next_source.hash") == F.col("next_target.hash")))
-    status = (F.when(~F.col("covered"), F.lit("NOT-COVERED"))
+    status = (F.when(t.isNull(), F.lit("MISSING"))
+              .when(~F.col("covered"), F.lit("UNPROVABLE"))
               .when(F.col("skip") > 0, F.lit("SKIP"))
               .when(F.col("reread") > 0, F.lit("RE-READ"))
               .when(~F.coalesce(exact, F.lit(False)), F.lit("MISMATCH"))
@@ -305,7 +318,8 @@ def boundary_table(spark: SparkSession, args: argparse.Namespace, pairs: list[di
     figures = figures.withColumn("exact", F.coalesce(exact, F.lit(False))).withColumn("status", status)
     figures = figures.withColumn("n", F.when(F.col("status") == "SKIP", F.col("skip"))
                                  .when(F.col("status") == "RE-READ", F.col("reread")).otherwise(F.lit(0)))
-    bad = F.col("status").isin("SKIP", "MISMATCH", "NOT-COVERED")
+    figures = figures.withColumn("differs_from_plan", F.coalesce(t != F.col("plan_offset"), F.lit(False)))
+    bad = F.col("status").isin("SKIP", "MISMATCH", "MISSING")
     if args.max_reread is not None:
         bad = bad | ((F.col("status") == "RE-READ") & (F.col("n") > args.max_reread))
     return figures.withColumn("failed", bad)
@@ -341,12 +355,15 @@ def _describe(rec: dict[str, Any] | None) -> str:
 
 
 def boundary_failure(r: dict[str, Any], max_reread: int | None) -> dict[str, Any]:
-    where = f"source committed {r['source_committed']} -> target offset {r['target_offset']}"
+    where = (f"source committed {r['source_committed']}, target committed {r['target_offset']}, "
+             f"true target offset {r['true_offset']}"
+             + (f"; the plan said {r['plan_offset']}" if r.get("differs_from_plan") else ""))
     ns, nt = r.get("next_source"), r.get("next_target")
     text = {
         "SKIP": f"SKIP {r['n']}",
         "RE-READ": f"RE-READ {r['n']} > --max-reread {max_reread}",
-        "NOT-COVERED": "NOT-COVERED: the offsets lie outside the ranges read for this pair",
+        "MISSING": "MISSING: nothing is committed on the target",
+        "UNPROVABLE": "UNPROVABLE: the offsets lie outside the records read for this pair",
         "MISMATCH": f"MISMATCH: the group would resume on the target at {_describe(nt)}, "
                     f"but on the source it is at {_describe(ns)}",
     }.get(r["status"], r["status"])
@@ -370,6 +387,12 @@ def summarize(spark: SparkSession, args: argparse.Namespace, outputs: dict[str, 
         b = spark.read.parquet(outputs["boundaries"])
         counts = {r["status"]: r["n"] for r in b.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()}
         result["boundary_counts"] = counts
+        figures = b.agg(F.sum(F.when(F.col("status") == "RE-READ", F.col("n"))).alias("reread"),
+                        F.sum(F.when(F.col("status") == "SKIP", F.col("n"))).alias("skip"),
+                        F.sum(F.col("differs_from_plan").cast("long")).alias("differs_from_plan")).first()
+        totals.update(boundary_reread=int(figures["reread"] or 0), boundary_skip=int(figures["skip"] or 0),
+                      boundary_unprovable=int(counts.get("UNPROVABLE", 0)),
+                      boundary_differs_from_plan=int(figures["differs_from_plan"] or 0))
         bad = pc.rows_as_dicts(b.filter("failed").orderBy("group", *PAIR).limit(limit).collect())
         failures += [boundary_failure(r, args.max_reread) for r in bad]
         failures_total += b.filter("failed").count()

@@ -30,11 +30,13 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
+from mirrorbook.parity import submit, write_record_snapshot
+from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
 from tests.conftest import stack_settings
-from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, wait_mirrored
+from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, seqs, wait_mirrored
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -251,6 +253,59 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     ranges = pq.read_table(snap).to_pylist()
     assert len(ranges) == 2 and all(r["source_start"] == 11 and r["source_end"] == 100 for r in ranges), ranges
     assert all(r["target_start"] == 11 for r in ranges), ranges  # A's topic mirrored from offset 0
+
+
+def _true_boundary(b: str, tp: TP, c: int, x: int) -> tuple[str, int]:
+    """What a group committed at C on A and at X on B will do, found from B's records alone: the workload's
+    sequence number is the record's offset on A, so the copy of A's record C is the first B record with
+    seq C (or B's end when C is A's end)."""
+    on_b = seqs(b, tp, 0, KafkaAdmin(b).high_watermarks([tp])[tp])
+    t = next((i for i, seq in enumerate(on_b) if seq == c), len(on_b))
+    if x < t:
+        return "RE-READ", sum(1 for seq in on_b[x:t] if seq < c)
+    if x > t:
+        return "SKIP", sum(1 for seq in on_b[t:x] if seq >= c)
+    return "OK", 0
+
+
+def test_the_record_proof_establishes_each_group_position_from_both_clusters_not_from_the_plan(
+        fo, run_dag, audit: AuditStore, tmp_path: Path):
+    tag = f"tp{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end", "end-30", "11", "40"], topics=1, partitions=2, records=100)
+    admin_a, admin_b, a, b = _admins(fo)
+    run = run_dag("mm2_failover", _conf(tag, translation="mm2", parity="off"))
+    assert run.state == "success", run.failure()
+    plan = TranslationPlan.model_validate(audit.progress_get(run.run_id, "plan"))
+    remote = f"A.{topics[0]}"
+    # Damage from outside the product, after the write: one position lowered, one raised, one group gone.
+    # ("end" is at 100 on A, "11" at 11: B's copy of A's offset o is at o, the topic being mirrored whole.)
+    lowered, raised, gone = groups[0], groups[2], groups[3]
+    admin_b.alter_group_offsets({lowered: {TP(remote, 0): 100 - 9}, raised: {TP(remote, 1): 11 + 4}})
+    admin_b.delete_groups([gone])
+
+    topo = fo.require().topology()
+    ranges, boundaries = parity.move_records(Clients(TopologyResolver(topo)), plan, topo.flow("A->B"))
+    snap = write_record_snapshot(tmp_path / "snapshot", ranges, boundaries)
+    summary = submit.run(submit.record_parity_job(a, b, tmp_path / "out", snapshot=snap, master="local[2]"))
+
+    got = {(r["group"], r["source_partition"]): r for r in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
+    assert len(got) == len(groups) * 2
+    on_a, on_b = admin_a.committed_offsets(groups), admin_b.committed_offsets(groups)
+    for (group, p), row in got.items():
+        c = on_a[group][TP(topics[0], p)]
+        x = on_b.get(group, {}).get(TP(remote, p))
+        if x is None:
+            assert group == gone and row["status"] == "MISSING", row
+            continue
+        status, n = _true_boundary(b, TP(remote, p), c, x)
+        assert (row["status"], row["n"]) == (status, n), (group, p, row)
+        assert row["differs_from_plan"] == (x != row["plan_offset"])
+    assert got[(lowered, 0)]["status"] == "RE-READ" and got[(lowered, 0)]["n"] == 9
+    assert got[(raised, 1)]["status"] == "SKIP" and got[(raised, 1)]["n"] == 4
+    assert summary.status == "failed" and summary.totals["boundary_differs_from_plan"] >= 2
+    message = summary.failure_message()
+    assert f"group {raised} {topics[0]}-1 -> {remote}-1: SKIP 4" in message
+    assert f"group {gone} {topics[0]}-0 -> {remote}-0: MISSING" in message
 
 
 class _Traffic:

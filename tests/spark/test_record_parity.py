@@ -123,7 +123,8 @@ def test_tampered_mirror_and_skipping_group_fail_named(scene: Scene, tampered: T
     for p in range(PARTITIONS):
         pos = scene.positions[("g-skip", p)]
         assert (f"group {scene.groups['g-skip']} {scene.topic}-{p} -> {scene.remote}-{p}: SKIP {SKIP_BY} "
-                f"(source committed {pos.committed} -> target offset {pos.true + SKIP_BY})") in message
+                f"(source committed {pos.committed}, target committed {pos.true + SKIP_BY}, "
+                f"true target offset {pos.true})") in message  # the truth, found from the records
     assert f"group g-foreign {t.topic}-0 -> {t.remote}-0: MISMATCH" in message
     assert "PARITY-FAIL record_parity group g-foreign" in Path(summary.log).read_text()
 

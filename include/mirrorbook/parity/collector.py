@@ -56,7 +56,7 @@ class RecordRange(_Row):
 
 
 class GroupBoundary(_Row):
-    """A group committed at C on the source was given T on the target: the record at T must be the one at C."""
+    """A group committed at C on the source is committed at T on the target: the record at T must be the one at C."""
 
     group: Name
     source_topic: Name
@@ -64,7 +64,8 @@ class GroupBoundary(_Row):
     source_committed: NonNeg
     target_topic: Name
     target_partition: NonNeg
-    target_offset: NonNeg
+    target_offset: NonNeg | None  # committed on the target when the proof was prepared; None: nothing
+    plan_offset: NonNeg | None = None  # the runbook's own figure, reported beside the truth
 
 
 class GroupSnapshot(BaseModel):

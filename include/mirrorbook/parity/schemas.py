@@ -11,8 +11,9 @@ Inputs (written by `mirrorbook.parity.collector`):
 - WATERMARKS: low/high watermark per partition, so offsets outside the log are caught.
 - RANGES: partition pairs (source topic-partition ↔ mirrored target topic-partition) and the offset
   ranges [start, end) record parity reads on each side; null start/end = earliest/latest.
-- BOUNDARIES: for record parity, a group's committed offset C on the source and the offset T it
-  was given on the target: the record at T must be the record at C.
+- BOUNDARIES: for record parity, a group's committed offset C on the source and T committed on the
+  target, both read when the proof is prepared (not taken from the plan; the plan's offset rides
+  along as `plan_offset`): the record at T must be the record at C.
 
 Results (written by the apps; read them with pyarrow.parquet.read_table):
 - GROUP_RESULT: one row per (cluster, group, topic, partition), classified.
@@ -69,7 +70,8 @@ BOUNDARIES = pa.schema([
     pa.field("source_committed", pa.int64(), nullable=False),
     pa.field("target_topic", pa.string(), nullable=False),
     pa.field("target_partition", pa.int32(), nullable=False),
-    pa.field("target_offset", pa.int64(), nullable=False),
+    pa.field("target_offset", pa.int64()),
+    pa.field("plan_offset", pa.int64()),
 ])
 
 INPUTS: dict[str, pa.Schema] = {"expected": EXPECTED, "actual": ACTUAL, "watermarks": WATERMARKS,

@@ -117,7 +117,7 @@ def _spec(app: str, args: list[str], out_dir: Path, *, master: str, jars: list[s
 
 
 def group_parity_job(snapshot: GroupSnapshot, out_dir: str | Path, *, max_reread: int | None = None,
-                     fail_unexpected: bool = False, scope_group_regex: str | None = None,
+                     fail_unexpected: bool = False, scope_group_regex: str | None = None, as_written: bool = False,
                      master: str = DEFAULT_MASTER, conf: Mapping[str, str] | None = None,
                      driver_memory: str | None = None, jvm_options: str | None = None) -> SparkSubmitSpec:
     args = ["--expected", str(snapshot.expected), "--actual", str(snapshot.actual)]
@@ -127,6 +127,8 @@ def group_parity_job(snapshot: GroupSnapshot, out_dir: str | Path, *, max_reread
         args += ["--max-reread", str(max_reread)]
     if fail_unexpected:
         args.append("--fail-unexpected")
+    if as_written:
+        args.append("--as-written")
     if scope_group_regex:
         args += ["--scope-group-regex", scope_group_regex]
     rows = sum(_parquet_rows(p) for p in (snapshot.expected, snapshot.actual))

@@ -104,33 +104,47 @@ def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tupl
                                                                                    list[GroupBoundary]]:
     """The moved topics' ranges to compare on both sides (see `record_ranges`), and each group's boundary.
 
+    The boundary is the truth as it stands now, read from both clusters — C committed on the source, T
+    committed on the target — never the plan's numbers (the plan's offset rides along, for comparison):
+    a proof that took the plan's word would prove the plan, not the move.
     Only rows translated through `via` in the forward direction (remote topic on the new cluster) —
     records of failback's back-to-origin topics are compared by the original flow's own parity.
     """
     policy = ReplicationPolicy.for_flow(via)
     rows = [r for r in plan.rows if r.source_topic != "?" and r.source_offset is not None
             and policy.format_remote_topic(via.source, r.source_topic) == r.target_topic]
+    groups = sorted({r.group for r in rows})
+    on_source = clients.admin(via.source).committed_offsets(groups)
+    on_target = clients.admin(via.target).committed_offsets(groups)
     boundaries = [GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
-                                source_committed=r.source_offset, target_topic=r.target_topic,
-                                target_partition=r.partition, target_offset=r.offset) for r in rows]
+                                # a group gone from the source since the plan: its last known position
+                                source_committed=on_source.get(r.group, {}).get(TP(r.source_topic, r.partition),
+                                                                                 r.source_offset),
+                                target_topic=r.target_topic, target_partition=r.partition,
+                                target_offset=on_target.get(r.group, {}).get(r.target_tp), plan_offset=r.offset)
+                  for r in rows]
     src_marks = clients.admin(via.source).watermarks({TP(r.source_topic, r.partition) for r in rows})
     dst_marks = clients.admin(via.target).watermarks({r.target_tp for r in rows})
-    return record_ranges(rows, src_marks, dst_marks), boundaries
+    return record_ranges(rows, boundaries, src_marks, dst_marks), boundaries
 
 
-def record_ranges(rows: list[PlanRow], src_marks: dict[TP, Watermarks],
+def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
                   dst_marks: dict[TP, Watermarks]) -> list[RecordRange]:
     """Per partition pair, from an exactly aligned point to the end on both sides.
 
     What the moved groups will read is everything from the lowest of their positions on: where every
     row of a pair is proven exact (the record at source C *is* the record at target T), both sides
     start at the lowest such (C, T) — a topic holding days of data is not read whole on the cutover
-    path. Any unproven row (MM2's conservative checkpoint) leaves no exact anchor: the whole retained
-    partition is compared, as before.
+    path. Any unproven row (MM2's conservative checkpoint), or a position read now below that anchor
+    on either side, leaves no exact anchor: the whole retained partition is compared. The anchor only
+    saves reading; a wrong one cannot pass — the records below it would show as missing or extra.
     """
     by_pair: dict[tuple[str, str, int], list[PlanRow]] = {}
     for r in rows:
         by_pair.setdefault((r.source_topic, r.target_topic, r.partition), []).append(r)
+    now: dict[tuple[str, str, int], list[GroupBoundary]] = {}
+    for b in boundaries:
+        now.setdefault((b.source_topic, b.target_topic, b.source_partition), []).append(b)
     ranges = []
     for (s, t, p), pair_rows in sorted(by_pair.items()):
         src, dst = src_marks[TP(s, p)], dst_marks[TP(t, p)]
@@ -138,7 +152,9 @@ def record_ranges(rows: list[PlanRow], src_marks: dict[TP, Watermarks],
         exact = [r for r in pair_rows if r.precise_offset is not None and r.offset == r.precise_offset]
         if len(exact) == len(pair_rows):
             anchor = min(exact, key=lambda r: (r.source_offset, r.offset))
-            if anchor.source_offset >= src.low and anchor.offset >= dst.low:
+            below = [b for b in now.get((s, t, p), []) if b.source_committed < anchor.source_offset
+                     or (b.target_offset is not None and b.target_offset < anchor.offset)]
+            if anchor.source_offset >= src.low and anchor.offset >= dst.low and not below:
                 start_s, start_t = anchor.source_offset, anchor.offset
         ranges.append(RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
                                   source_start=start_s, source_end=src.high, target_start=start_t,

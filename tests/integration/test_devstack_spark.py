@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from mirrorbook.devstack import ports
+from mirrorbook.devstack import ports, spark
+from mirrorbook.devstack.errors import PortInUse
+from mirrorbook.devstack.spark import SparkConnectState
 from mirrorbook.devstack.stack import DevStack
+from mirrorbook.devstack.tools import find_java
 from mirrorbook.devstack.workload import load
 from tests.conftest import SparkConnectServer
 
@@ -48,7 +52,7 @@ def session_url(devstack: DevStack, spark_connect: SparkConnectServer, monkeypat
 
 
 @pytest.fixture
-def spark(session_url: str) -> Iterator[SparkSession]:
+def spark_session(session_url: str) -> Iterator[SparkSession]:
     session = SparkSession.builder.remote(session_url).getOrCreate()
     yield session
     session.stop()
@@ -87,15 +91,25 @@ def test_connection_names_the_server_in_the_providers_form(devstack, spark_conne
     assert session_url == f"{spark_connect.url}/"
 
 
-def test_client_reads_a_devstack_topic_through_the_servers_kafka_source(spark, bootstrap_a, unique):
+def test_client_reads_a_devstack_topic_through_the_servers_kafka_source(spark_session, bootstrap_a, unique):
     topic = f"sc-{unique}"
     load(bootstrap_a, [topic], partitions=3, records_per_partition=150)
-    df = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_a).option("subscribe", topic).load()
+    df = spark_session.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_a).option("subscribe", topic).load()
     per_partition = {r["partition"]: (r["n"], r["lo"], r["hi"]) for r in
                      df.groupBy("partition").agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
                                                  F.max("offset").alias("hi")).collect()}
     assert per_partition == {p: (150, 0, 149) for p in range(3)}
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark_session.conf.get("spark.sql.shuffle.partitions") == "4"
+
+
+def test_taken_port_is_named_before_the_server_starts(tmp_path: Path):
+    state = SparkConnectState(port=ports.pick_free(1)[0])
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", state.port))
+        holder.listen()
+        with pytest.raises(PortInUse, match=f"Port {state.port} \\(for the Spark Connect server\\)"):
+            spark.launch(find_java(), state, tmp_path, tmp_path / "logs", driver_memory_mb=512)
+    assert not (tmp_path / "logs").exists()  # nothing was launched
 
 
 def test_down_stops_exactly_the_server_it_started(devstack, spark_connect):

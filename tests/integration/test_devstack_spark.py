@@ -1,7 +1,6 @@
 """The devstack's Spark Connect server (`devstack up --spark`): the pinned pyspark's own server, for real.
 
-One server per test session (the `spark_connect` fixture); the tests here run in file order, the last
-one taking the session stack down and back up.
+One server per test session (the `spark_connect` fixture); the test of `down` runs last in the session.
 """
 
 from __future__ import annotations
@@ -112,22 +111,18 @@ def test_taken_port_is_named_before_the_server_starts(tmp_path: Path):
     assert not (tmp_path / "logs").exists()  # nothing was launched
 
 
+@pytest.mark.stack_down
 def test_down_stops_exactly_the_server_it_started(devstack, spark_connect):
-    """Last in this file: takes the session stack down, then brings it back (server included) for the rest."""
+    """Run last in the session (the `stack_down` marker): it leaves the session stack down."""
     state = devstack.require()
     server = state.spark.process
+    assert server.pid == spark_connect.pid and server.alive()
     others = [p for n, p in state.processes().items() if n != "spark-connect"]
-    stopped = devstack.down()
+    stopped = _cli(devstack, "down")
     assert "spark-connect" in stopped
     assert server.exited()
     assert not any(p.alive() for p in others)
     assert devstack.require().spark.process is None
-    port = int(spark_connect.url.rsplit(":", 1)[1])
-    assert ports.is_free(port, "127.0.0.1")
+    assert ports.is_free(int(spark_connect.url.rsplit(":", 1)[1]), "127.0.0.1")
     status = json.loads(_cli(devstack, "status", "--json"))["spark_connect"]
     assert (status["url"], status["pid"], status["alive"]) == (spark_connect.url, None, False)
-
-    # Back up for the tests after this file: same ports, so the fixtures' URLs and bootstraps still hold.
-    result = devstack.up()
-    assert "spark-connect" in result["started"]
-    assert devstack.require().spark.url == spark_connect.url

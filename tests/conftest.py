@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -38,6 +39,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # SparkSubmitOperator runs `spark-submit` from PATH: the venv's (pyspark's), on local[2].
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark", "host": "local[2]"}'
+    config.addinivalue_line("markers", "stack_down: takes the session devstack down; run after every other test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`stack_down` tests run last (a stable sort keeps every other order): nothing after them needs the
+    session stack, so they need not bring it back up (a second start of everything, the Spark server too)."""
+    items.sort(key=lambda item: item.get_closest_marker("stack_down") is not None)
 
 
 TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2,
@@ -57,6 +65,29 @@ def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     yield stack
     if not reuse:
         stack.down(purge=True)
+
+
+@dataclass(frozen=True)
+class SparkConnectServer:
+    url: str  # sc://127.0.0.1:PORT
+    pid: int
+    started: list[str]  # what the `devstack up --spark` that brought it up started
+    others_before: dict[str, int]  # the stack's other processes (name -> pid) before that `up`
+
+
+@pytest.fixture(scope="session")
+def spark_connect(devstack: DevStack) -> SparkConnectServer:
+    """The session stack's Spark Connect server, added by the first test that asks (others never pay for it).
+
+    `up` with `spark` (what `devstack up --spark` passes) is a reconciler: on the running stack only the
+    server starts. The session's `down` stops it with the rest.
+    """
+    others = {n: p.pid for n, p in devstack.require().processes().items() if n != "spark-connect"}
+    result = devstack.up(overrides={"spark": True})
+    state = devstack.require()
+    assert state.spark is not None and state.spark.process is not None
+    return SparkConnectServer(url=state.spark.url, pid=state.spark.process.pid, started=result["started"],
+                              others_before=others)
 
 
 @pytest.fixture(scope="session")

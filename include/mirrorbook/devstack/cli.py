@@ -32,7 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     up = common(ds.add_parser("up", help="start (or reconcile) the stack; a no-op when it runs"))
     up.add_argument("--reverse", action="store_true", default=None, help="also run the B->A flow on a worker on A")
-    up.add_argument("--port-base", type=int, help="use ports BASE..BASE+5 instead of free ones")
+    up.add_argument("--spark", action="store_true", default=None,
+                    help="also a Spark Connect server (pyspark's own, local[*], on 127.0.0.1) for the parity "
+                         "proofs; written to airflow-connections.json as spark_connect_default")
+    up.add_argument("--port-base", type=int, help="use ports BASE..BASE+5 instead of free ones (the Spark "
+                                                  "Connect server takes a free one)")
     up.add_argument("--checkpoint-interval", type=int, help="emit.checkpoints.interval.seconds (default 5)")
     up.add_argument("--heartbeat-interval", type=int, help="emit.heartbeats.interval.seconds (default 1)")
     up.add_argument("--refresh-interval", type=int, help="refresh.topics/groups.interval.seconds (default 5)")
@@ -94,8 +98,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         for f in field if isinstance(field, tuple) else (field,):
             mm2[f] = value
     out: dict[str, Any] = {"mm2": mm2} if mm2 else {}
-    if args.reverse:
-        out["reverse"] = True
+    for flag in ("reverse", "spark"):
+        if getattr(args, flag):
+            out[flag] = True
     return out
 
 
@@ -119,6 +124,10 @@ def _print_status(status: dict[str, Any]) -> None:
         print(f"  cluster {alias}: {c['bootstrap_servers']}  pid={c['pid']} {'up' if c['alive'] else 'DOWN'}")
     for alias, w in status["connect"].items():
         print(f"  connect on {alias}: {w['url']}  pid={w['pid']} {'up' if w['alive'] else 'DOWN'}")
+    if status.get("spark_connect"):
+        sc = status["spark_connect"]
+        print(f"  spark connect: {sc['url']} ({sc['master']})  pid={sc['pid']} {'up' if sc['alive'] else 'DOWN'}  "
+              f"connection {sc['connection_id']}")
     for f in status["flows"]:
         print(f"  flow {f['name']}:")
         for name, c in f["connectors"].items():

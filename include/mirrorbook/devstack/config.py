@@ -45,6 +45,9 @@ class StackSettings(BaseModel):
     connect_heap_mb: int = 384
     offset_flush_interval_ms: int = 1000
     extra_jvm_opts: list[str] = Field(default_factory=list)
+    # A local Spark Connect server (local[*], the Kafka source on its classpath) for the parity proofs.
+    spark: bool = False
+    spark_driver_memory_mb: int = Field(1024, ge=256)
 
 
 def jvm_opts(heap_mb: int, log4j: Path, extra: list[str]) -> list[str]:

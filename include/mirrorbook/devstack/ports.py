@@ -6,6 +6,7 @@ import random
 import socket
 from contextlib import closing
 from pathlib import Path
+from typing import Collection
 
 from mirrorbook.devstack.errors import PortInUse
 
@@ -35,8 +36,9 @@ def ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def pick_free(count: int, rng: random.Random | None = None) -> list[int]:
-    """`count` distinct free ports *below* the kernel's ephemeral range.
+def pick_free(count: int, rng: random.Random | None = None, avoid: Collection[int] = ()) -> list[int]:
+    """`count` distinct free ports *below* the kernel's ephemeral range, none of `avoid` (ports a stopped
+    process of the stack will want back).
 
     A port the kernel hands out with bind(0) is an ephemeral one: while a broker is down, clients
     retrying to reach it can be given that very port as their own source port (even connect to
@@ -48,7 +50,7 @@ def pick_free(count: int, rng: random.Random | None = None) -> list[int]:
     picked: list[int] = []
     for _ in range(5000):
         port = rng.randrange(floor, low)
-        if port not in picked and is_free(port):
+        if port not in picked and port not in avoid and is_free(port):
             picked.append(port)
             if len(picked) == count:
                 return picked

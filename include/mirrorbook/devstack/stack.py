@@ -23,10 +23,11 @@ from mirrorbook.connect import ConnectClient, ConnectError
 from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.retry import NO_RETRY
 from mirrorbook.connect.wait import WaitTimeout, wait_for
-from mirrorbook.devstack import artifacts, config, ports, versions
+from mirrorbook.devstack import artifacts, config, ports, spark, versions
 from mirrorbook.devstack.errors import DevstackError, ProcessDied, ReadinessTimeout, StackNotRunning
 from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.processes import ProcessRecord, died_error, run_java, start_java
+from mirrorbook.devstack.spark import SparkConnectState
 from mirrorbook.devstack.tools import find_java
 from mirrorbook.topology import ConnectClusterSpec, FlowSpec, KafkaClusterSpec, Topology
 
@@ -69,6 +70,7 @@ class StackState(BaseModel):
     brokers: dict[str, BrokerState]
     workers: dict[str, WorkerState] = Field(default_factory=dict)
     spare_ports: list[int] = Field(default_factory=list)
+    spark: SparkConnectState | None = None
 
     def flows(self) -> list[FlowSpec]:
         a, b = self.settings.aliases
@@ -93,7 +95,13 @@ class StackState(BaseModel):
     def processes(self) -> dict[str, ProcessRecord]:
         out = {f"broker-{a}": b.process for a, b in self.brokers.items() if b.process}
         out.update({f"connect-{a}": w.process for a, w in self.workers.items() if w.process})
+        if self.spark and self.spark.process:
+            out["spark-connect"] = self.spark.process
         return out
+
+    def all_ports(self) -> set[int]:
+        return ({p for b in self.brokers.values() for p in (b.broker_port, b.controller_port)}
+                | set(self.spare_ports) | ({self.spark.port} if self.spark else set()))
 
 
 def new_cluster_id() -> str:
@@ -148,6 +156,8 @@ class DevStack:
             port = int(spec.url.rsplit(":", 1)[1])
             conns[spec.connection_id] = {"conn_type": "kafka_connect", "host": "localhost", "port": port,
                                          "schema": "http"}
+        if state.spark:
+            conns[spark.CONN_ID] = state.spark.connection()
         self.connections_path.write_text(json.dumps(conns, indent=2))
 
     # -- up -----------------------------------------------------------------------------------------
@@ -172,7 +182,11 @@ class DevStack:
         started: list[str] = []  # filled as processes start, so a failure can stop exactly those
         try:
             self._ensure_workers_declared(state)
+            self._ensure_spark_declared(state)
             self._save(state)
+            # The Spark server needs nothing of Kafka to start: launched first, awaited last, its start
+            # overlaps the brokers' and workers'.
+            self._launch_spark(java, state, started)
             if fresh:
                 self._format(java, cp, state)
             self._start_brokers(java, cp, state, timeout_s, started)
@@ -180,6 +194,9 @@ class DevStack:
             self._start_workers(java, cp, state, timeout_s, started)
             changed = self._ensure_connectors(state)
             self._wait_connectors(state, timeout_s)
+            if "spark-connect" in started:
+                assert state.spark
+                spark.wait_ready(state.spark, timeout_s)
         except Exception:
             for name, rec in state.processes().items():
                 if name in started:
@@ -222,11 +239,28 @@ class DevStack:
             if flow.name not in worker.flows:
                 worker.flows.append(flow.name)
 
+    @staticmethod
+    def _ensure_spark_declared(state: StackState) -> None:
+        if state.settings.spark and state.spark is None:
+            state.spark = SparkConnectState(port=ports.pick_free(1, avoid=state.all_ports())[0])
+
+    def _launch_spark(self, java: str, state: StackState, started: list[str]) -> None:
+        if state.spark is None or (state.spark.process and state.spark.process.alive()):
+            return
+        state.spark.process = spark.launch(java, state.spark, self.run_dir, self._logs_dir,
+                                           driver_memory_mb=state.settings.spark_driver_memory_mb)
+        started.append("spark-connect")
+        self._save(state)
+
     def _broker_dir(self, alias: str) -> Path:
         return self.run_dir / "data" / alias
 
+    @property
+    def _logs_dir(self) -> Path:
+        return self.run_dir / "logs"
+
     def _log(self, name: str) -> Path:
-        return self.run_dir / "logs" / f"{name}.log"
+        return self._logs_dir / f"{name}.log"
 
     def _log4j(self) -> Path:
         path = self.run_dir / "log4j2.yaml"
@@ -429,6 +463,12 @@ class DevStack:
                             "alive": bool(w.process and w.process.alive()), "flows": w.flows}
                         for a, w in state.workers.items()},
             "flows": flows,
+            "spark_connect": {"url": state.spark.url, "master": spark.MASTER,
+                              "pid": state.spark.process.pid if state.spark.process else None,
+                              "alive": bool(state.spark.process and state.spark.process.alive()),
+                              "connection_id": spark.CONN_ID,
+                              "log": state.spark.process.log if state.spark.process else None}
+            if state.spark else None,
         }
 
     @staticmethod
@@ -450,8 +490,8 @@ class DevStack:
         stopped: list[str] = []
         if state is not None:
             procs = state.processes()
-            # Workers first (they hold clients on the brokers), then brokers.
-            order = sorted(procs, key=lambda n: 0 if n.startswith("connect") else 1)
+            # Spark and the workers first (they hold clients on the brokers), then the brokers.
+            order = sorted(procs, key=lambda n: 1 if n.startswith("broker") else 0)
             for name in order:
                 if procs[name].alive():
                     procs[name].stop()
@@ -460,6 +500,8 @@ class DevStack:
                 b.process = None
             for w in state.workers.values():
                 w.process = None
+            if state.spark:
+                state.spark.process = None
             self._save(state)
         if purge and self.run_dir.exists():
             shutil.rmtree(self.run_dir)

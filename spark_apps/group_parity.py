@@ -77,10 +77,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def load_inputs(spark: SparkSession, args: argparse.Namespace) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    expected = pc.read_snapshot(spark, args.expected, pc.EXPECTED, "expected")
-    actual = pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual")
-    marks = pc.read_snapshot(spark, args.watermarks, pc.WATERMARKS, "watermarks") if args.watermarks else None
+def load_inputs(spark: SparkSession, args: argparse.Namespace,
+                io: pc.Files) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    expected = pc.read_snapshot(spark, args.expected, pc.EXPECTED, "expected", io)
+    actual = pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual", io)
+    marks = pc.read_snapshot(spark, args.watermarks, pc.WATERMARKS, "watermarks", io) if args.watermarks else None
     if marks is not None:  # small: validated on its own; the big inputs are validated while classified
         pc.validate(marks, ["cluster", "topic", "partition"], ["low", "high"], "watermarks")
     return expected, actual, marks
@@ -203,9 +204,8 @@ def failure_entry(r: dict[str, Any]) -> dict[str, Any]:
             **r}
 
 
-def summarize(spark: SparkSession, path: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Figures from the written result (read back: cheaper than caching the join)."""
-    res = spark.read.parquet(path)
+def summarize(res: DataFrame, path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Figures from the written result."""
     is_ = lambda s: F.col("status") == s  # noqa: E731
     figures = res.agg(
         F.count(F.lit(1)).alias("rows"),
@@ -245,12 +245,11 @@ def summarize(spark: SparkSession, path: str, args: argparse.Namespace) -> dict[
     }
 
 
-def body(args: argparse.Namespace):
+def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
     def run(spark: SparkSession) -> dict[str, Any]:
-        expected, actual, marks = load_inputs(spark, args)
+        expected, actual, marks = load_inputs(spark, args, io)
         out = f"{args.output.rstrip('/')}/rows"
-        classify(expected, actual, marks, args).write.mode("overwrite").parquet(out)
-        result = summarize(spark, out, args)
+        result = summarize(io.store(classify(expected, actual, marks, args), out), out, args)
         result["inputs"] = {"expected": args.expected, "actual": args.actual, "watermarks": args.watermarks}
         result["thresholds"] = {"max_reread": args.max_reread, "fail_unexpected": args.fail_unexpected,
                                 "scope_group_regex": args.scope_group_regex, "as_written": args.as_written}

@@ -96,14 +96,55 @@ class InputError(Exception):
     """The job cannot judge anything: bad arguments or a malformed snapshot."""
 
 
-def read_snapshot(spark: SparkSession, path: str, schema: StructType, what: str) -> DataFrame:
+class Files:
+    """Snapshots and results as files the Spark driver reads and writes (the job run by spark-submit)."""
+
+    def frame(self, spark: SparkSession, path: str) -> DataFrame:
+        return spark.read.parquet(path)
+
+    def store(self, df: DataFrame, path: str) -> DataFrame:
+        """Write a result; return it as a DataFrame to summarize from (read back: cheaper than caching)."""
+        df.write.mode("overwrite").parquet(path)
+        return df.sparkSession.read.parquet(path)
+
+
+class Arrow(Files):
+    """The job run by a Spark Connect client (the Airflow task): the client reads the snapshots from its
+    own disk into Arrow tables that travel to the server inside the plan, and writes the results it
+    collects back. The server never needs a path of the client's, nor the client a file of the server's."""
+
+    def frame(self, spark: SparkSession, path: str) -> DataFrame:
+        import pyarrow.parquet as pq
+        try:
+            table = pq.read_table(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc}") from exc
+        return spark.createDataFrame(table)
+
+    def store(self, df: DataFrame, path: str) -> DataFrame:
+        import shutil
+
+        import pyarrow.parquet as pq
+        table = df.toArrow()
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        pq.write_table(table, os.path.join(path, "part-00000.parquet"))
+        return df.sparkSession.createDataFrame(table) if table.num_rows else df
+
+
+FILES = Files()
+
+
+def read_snapshot(spark: SparkSession, path: str, schema: StructType, what: str, io: Files = FILES) -> DataFrame:
     """Read a snapshot and conform it to `schema`: required columns must exist, nullable ones may be absent.
 
     Types are cast (an int32 offset column is fine); extra columns are ignored. A snapshot is small
     next to Kafka data, so the explicit checks are worth their cost.
     """
     try:
-        df = spark.read.parquet(path)
+        df = io.frame(spark, path)
+    except InputError:
+        raise
     except Exception as exc:  # AnalysisException: path missing / not Parquet
         raise InputError(f"cannot read the {what} snapshot {path}: {str(exc).splitlines()[0]}") from exc
     present = set(df.columns)
@@ -167,18 +208,23 @@ def report_failures(app: str, failures: list[dict[str, Any]], total: int) -> Non
         print(f"PARITY-FAIL {app}: ... and {total - len(failures)} more (see the Parquet output)", file=sys.stderr)
 
 
-def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], dict[str, Any]]) -> int:
+def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], dict[str, Any]],
+            spark: SparkSession | None = None) -> int:
     """Run `body`, which returns the summary's content (with `passed`, `failures`, `failures_total`).
 
-    Always writes the summary; turns every outcome into one of the three exit codes.
+    Always writes the summary; turns every outcome into one of the three exit codes. Given a session (a
+    Spark Connect client's), the job runs in it and leaves it open for the next; else it makes its own.
     """
     started = time.time()
     summary: dict[str, Any] = {"app": app, "summary_version": SUMMARY_VERSION, "output": args.output}
-    spark = None
+    own = spark is None
     try:
-        spark = session(args.app_name or f"mirrorbook-{app}")
+        if spark is None:
+            spark = session(args.app_name or f"mirrorbook-{app}")
+            summary["master"] = spark.sparkContext.master
+        else:
+            summary["master"] = "spark-connect"
         summary["spark_version"] = spark.version
-        summary["master"] = spark.sparkContext.master
         summary.update(body(spark))
         summary["status"] = "passed" if summary["passed"] else "failed"
         code = EXIT_PASSED if summary["passed"] else EXIT_FAILED
@@ -198,7 +244,7 @@ def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], d
     summary["elapsed_s"] = round(time.time() - started, 3)
     write_summary(args.summary, summary)
     print(f"PARITY-{summary['status'].upper()} {app}: summary {args.summary}", file=sys.stderr)
-    if spark is not None:
+    if own and spark is not None:
         spark.stop()
     return code
 

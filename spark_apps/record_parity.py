@@ -111,11 +111,11 @@ def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
 
 
 # -- which partitions and offsets to read ---------------------------------------------------------------
-def load_pairs(spark: SparkSession, args: argparse.Namespace) -> list[dict[str, Any]]:
+def load_pairs(spark: SparkSession, args: argparse.Namespace, io: pc.Files) -> list[dict[str, Any]]:
     """Pairs as dicts; a whole-topic pair has null partitions and offsets (p is paired with p)."""
     pairs: list[dict[str, Any]] = []
     if args.ranges:
-        ranges = pc.read_snapshot(spark, args.ranges, pc.RANGES, "ranges")
+        ranges = pc.read_snapshot(spark, args.ranges, pc.RANGES, "ranges", io)
         pc.validate(ranges, PAIR, PAIR, "ranges")
         pairs += pc.rows_as_dicts(ranges.collect())
     for spec in args.topic:
@@ -277,12 +277,12 @@ def covered(b: DataFrame, pairs: DataFrame) -> Column:
 
 
 def boundary_table(spark: SparkSession, args: argparse.Namespace, pairs: list[dict[str, Any]],
-                   m: DataFrame) -> DataFrame:
+                   m: DataFrame, io: pc.Files) -> DataFrame:
     """Each group's position judged against the truth the records establish, never against the plan:
     with C committed on the source and T committed on the target (both read when the proof was prepared),
     the group re-reads the copies of source records below C that lie at or above T, and skips the copies
     of records at or above C that lie below T. `plan_offset` is carried beside, and any difference shown."""
-    b = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries")
+    b = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io)
     pc.validate(b, ["group", *PAIR], ["group", *PAIR, "source_committed"], "boundaries")
     p = spark.createDataFrame(pairs, schema=PAIRS)
     pair_match = ((b["source_topic"] == p["source_topic"]) & (b["target_topic"] == p["target_topic"])
@@ -370,9 +370,9 @@ def boundary_failure(r: dict[str, Any], max_reread: int | None) -> dict[str, Any
     return {"check": "boundary", "label": f"group {r['group']} {pair_label(r)}", "reason": f"{text} ({where})", **r}
 
 
-def summarize(spark: SparkSession, args: argparse.Namespace, outputs: dict[str, str]) -> dict[str, Any]:
+def summarize(args: argparse.Namespace, results: dict[str, DataFrame]) -> dict[str, Any]:
     limit = args.max_listed
-    pairs = spark.read.parquet(outputs["pairs"])
+    pairs = results["pairs"]
     sums = ["source_records", "target_records"] + ([] if args.checksums_only else
                                                    ["matched", "missing", "extra", "order_violations"])
     totals = pairs.agg(F.count(F.lit(1)).alias("pairs"), *[F.sum(c).alias(c) for c in sums],
@@ -383,8 +383,8 @@ def summarize(spark: SparkSession, args: argparse.Namespace, outputs: dict[str, 
     failures_total = totals["failed_pairs"]
     result: dict[str, Any] = {"totals": totals,
                               "pairs": pc.rows_as_dicts(pairs.orderBy(F.desc("failed"), *PAIR).limit(limit).collect())}
-    if "boundaries" in outputs:
-        b = spark.read.parquet(outputs["boundaries"])
+    if "boundaries" in results:
+        b = results["boundaries"]
         counts = {r["status"]: r["n"] for r in b.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()}
         result["boundary_counts"] = counts
         figures = b.agg(F.sum(F.when(F.col("status") == "RE-READ", F.col("n"))).alias("reread"),
@@ -397,8 +397,8 @@ def summarize(spark: SparkSession, args: argparse.Namespace, outputs: dict[str, 
         failures += [boundary_failure(r, args.max_reread) for r in bad]
         failures_total += b.filter("failed").count()
         result["boundaries"] = pc.rows_as_dicts(b.orderBy(F.desc("failed"), "group", *PAIR).limit(limit).collect())
-    if "differences" in outputs:
-        d = spark.read.parquet(outputs["differences"])
+    if "differences" in results:
+        d = results["differences"]
         n = d.count()
         totals["differences"] = n
         failures_total += n
@@ -409,25 +409,32 @@ def summarize(spark: SparkSession, args: argparse.Namespace, outputs: dict[str, 
     return result
 
 
-def body(args: argparse.Namespace):
+def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
     def run(spark: SparkSession) -> dict[str, Any]:
-        pairs = load_pairs(spark, args)
+        pairs = load_pairs(spark, args, io)
         src = read_side(spark, kafka_options(args, "source"), pairs, "source")
         tgt = read_side(spark, kafka_options(args, "target"), pairs, "target")
         out = args.output.rstrip("/")
         outputs = {"pairs": f"{out}/pairs"}
+        results: dict[str, DataFrame] = {}
         matches = None
-        if not args.checksums_only:
-            matches = match_records(src, tgt).persist(StorageLevel.MEMORY_AND_DISK)
-            outputs["differences"] = f"{out}/differences"
-            matches.filter((F.col("kind") != "MATCHED") | F.col("order_violation")).withColumn(
-                "kind", F.when(F.col("order_violation"), F.lit("ORDER")).otherwise(F.col("kind"))
-            ).write.mode("overwrite").parquet(outputs["differences"])
-        pair_table(spark, pairs, src, tgt, matches).write.mode("overwrite").parquet(outputs["pairs"])
-        if args.boundaries:
-            outputs["boundaries"] = f"{out}/boundaries"
-            boundary_table(spark, args, pairs, matches).write.mode("overwrite").parquet(outputs["boundaries"])
-        result = summarize(spark, args, outputs)
+        try:
+            if not args.checksums_only:
+                matches = match_records(src, tgt).persist(StorageLevel.MEMORY_AND_DISK)
+                outputs["differences"] = f"{out}/differences"
+                differences = matches.filter((F.col("kind") != "MATCHED") | F.col("order_violation")).withColumn(
+                    "kind", F.when(F.col("order_violation"), F.lit("ORDER")).otherwise(F.col("kind")))
+                results["differences"] = io.store(differences, outputs["differences"])
+            results["pairs"] = io.store(pair_table(spark, pairs, src, tgt, matches), outputs["pairs"])
+            if args.boundaries:
+                outputs["boundaries"] = f"{out}/boundaries"
+                results["boundaries"] = io.store(boundary_table(spark, args, pairs, matches, io),
+                                                 outputs["boundaries"])
+            result = summarize(args, results)
+        finally:  # a Spark Connect session outlives the job: free what it cached
+            for cached in (src, tgt, matches):
+                if cached is not None:
+                    cached.unpersist()
         result["inputs"] = {"source_bootstrap": args.source_bootstrap, "target_bootstrap": args.target_bootstrap,
                             "ranges": args.ranges, "topics": args.topic, "boundaries": args.boundaries,
                             "mode": "checksums" if args.checksums_only else "records"}

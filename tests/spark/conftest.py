@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -26,6 +26,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.records import Checkpoint
+from mirrorbook.parity import connect, submit
 from mirrorbook.parity.collector import ExpectedOffset, GroupBoundary
 from tests.helpers import eventually, wait_mirrored
 
@@ -126,3 +127,13 @@ def scene(devstack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, bootstrap_a: str, 
     assert all(e == "OK" for r in results.values() for e in r.values()), results
     yield Scene(topic=topic, remote=remote, groups=groups, positions=positions, written=written)
     admin_b.delete_groups(list(written))
+
+
+@pytest.fixture(params=["spark-submit", "spark-connect"])
+def run_job(request: pytest.FixtureRequest) -> Callable[[submit.SparkSubmitSpec], submit.ParitySummary]:
+    """The same job two ways: a cold spark-submit, and the app's code as a client of the session's warm
+    Spark Connect server (snapshots sent as Arrow tables, results written here from what came back)."""
+    if request.param == "spark-submit":
+        return lambda spec: submit.run(spec, timeout_s=600)
+    url = request.getfixturevalue("spark_connect").url
+    return lambda spec: connect.run(spec, url)

@@ -21,9 +21,8 @@ COMPARED = ["cluster", "group", "topic", "partition", "status", "n", "reference_
             "out_of_range", "failed"]
 
 
-def _run(scene_snapshot: collector.GroupSnapshot, out: Path, **kwargs) -> submit.ParitySummary:
-    spec = submit.group_parity_job(scene_snapshot, out, master=MASTER, **kwargs)
-    return submit.run(spec, timeout_s=600)
+def _job(scene_snapshot: collector.GroupSnapshot, out: Path, **kwargs) -> submit.SparkSubmitSpec:
+    return submit.group_parity_job(scene_snapshot, out, master=MASTER, **kwargs)
 
 
 def _same_as_single_process(summary: submit.ParitySummary, snap: collector.GroupSnapshot, **kwargs) -> list[dict]:
@@ -35,10 +34,10 @@ def _same_as_single_process(summary: submit.ParitySummary, snap: collector.Group
     return spark_rows
 
 
-def test_clean_failover_passes(scene: Scene, admin_b, tmp_path: Path):
+def test_clean_failover_passes(run_job, scene: Scene, admin_b, tmp_path: Path):
     expected = scene.expected(["g-precise", "g-mm2"])
     snap = collector.collect_group_snapshot(tmp_path / "snap", expected, {"B": admin_b})
-    summary = _run(snap, tmp_path / "out")
+    summary = run_job(_job(snap, tmp_path / "out"))
 
     assert summary.exit_code == 0 and summary.passed and summary.status == "passed", summary.failure_message()
     rows = {(r["group"], r["topic"], r["partition"]): r for r in _same_as_single_process(summary, snap)}
@@ -60,11 +59,12 @@ def test_clean_failover_passes(scene: Scene, admin_b, tmp_path: Path):
     assert summary.check() is summary
 
 
-def test_faulty_failover_fails_naming_groups_and_partitions(scene: Scene, admin_b, tmp_path: Path):
+def test_faulty_failover_fails_naming_groups_and_partitions(run_job, scene: Scene, admin_b, tmp_path: Path,
+                                                            capfd: pytest.CaptureFixture[str]):
     expected = scene.expected(["g-precise", "g-mm2", "g-skip", "g-missing"])
     snap = collector.collect_group_snapshot(tmp_path / "snap", expected, {"B": admin_b})
     max_reread = 10
-    summary = _run(snap, tmp_path / "out", max_reread=max_reread)
+    summary = run_job(_job(snap, tmp_path / "out", max_reread=max_reread))
 
     assert summary.exit_code == 1 and summary.status == "failed" and not summary.passed
     rows = _same_as_single_process(summary, snap, max_reread=max_reread)
@@ -78,9 +78,10 @@ def test_faulty_failover_fails_naming_groups_and_partitions(scene: Scene, admin_
     assert summary.counts["SKIP"] == PARTITIONS and summary.counts["MISSING"] == PARTITIONS
     assert summary.totals["skipped_records"] == SKIP_BY * PARTITIONS
 
-    # The verdict names the groups and partitions: in the summary, the message, and spark-submit's stderr.
+    # The verdict names the groups and partitions: in the summary, the message, and the job's stderr
+    # (spark-submit's log; over Spark Connect, this process's own stderr).
     message = summary.failure_message()
-    log = Path(summary.log).read_text()
+    log = Path(summary.log).read_text() if summary.log else capfd.readouterr().err
     for p in range(PARTITIONS):
         true = scene.positions[("g-skip", p)].true
         line = f"B group {g_skip} {scene.remote}-{p}: SKIP {SKIP_BY} (committed {true + SKIP_BY}, true offset {true})"
@@ -93,13 +94,13 @@ def test_faulty_failover_fails_naming_groups_and_partitions(scene: Scene, admin_
     assert g_skip in str(err.value) and g_missing in str(err.value)
 
 
-def test_malformed_snapshot_is_an_error_not_a_verdict(tmp_path: Path):
+def test_malformed_snapshot_is_an_error_not_a_verdict(run_job, tmp_path: Path):
     import pyarrow as pa
 
     snap = collector.write_group_snapshot(tmp_path / "snap", [collector.ExpectedOffset(
         cluster="B", group="g", topic="t", partition=0, expected_offset=1)], {"B": {}})
     pq.write_table(pa.table({"cluster": ["B"], "group": ["g"], "topic": ["t"], "partition": [0]}), snap.actual)
-    summary = _run(snap, tmp_path / "out")
+    summary = run_job(_job(snap, tmp_path / "out"))
 
     assert summary.exit_code == 2 and summary.status == "error" and not summary.passed
     assert "lacks column(s) committed_offset" in summary.error

@@ -65,18 +65,14 @@ def _ranges(admin_a, admin_b, topic: str, remote: str) -> list[collector.RecordR
     return collector.whole_topic_ranges(topic, remote, src, tgt)
 
 
-def _run(spec: submit.SparkSubmitSpec) -> submit.ParitySummary:
-    return submit.run(spec, timeout_s=600)
-
-
-def test_clean_mirror_and_group_boundaries_pass(scene: Scene, admin_a, admin_b, bootstrap_a, bootstrap_b,
+def test_clean_mirror_and_group_boundaries_pass(run_job, scene: Scene, admin_a, admin_b, bootstrap_a, bootstrap_b,
                                                 tmp_path: Path):
     snap = collector.write_record_snapshot(
         tmp_path / "snap", _ranges(admin_a, admin_b, scene.topic, scene.remote),
         scene.boundaries("g-precise") + scene.boundaries("g-mm2"))
     spec = submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER)
     assert any("spark-sql-kafka-0-10_2.13-4.2.0.jar" in j for j in spec.jars)
-    summary = _run(spec)
+    summary = run_job(spec)
 
     assert summary.exit_code == 0 and summary.passed, summary.failure_message()
     assert summary.totals["matched"] == PARTITIONS * RECORDS
@@ -95,7 +91,7 @@ def test_clean_mirror_and_group_boundaries_pass(scene: Scene, admin_a, admin_b, 
         assert not mm2["failed"]
 
 
-def test_tampered_mirror_and_skipping_group_fail_named(scene: Scene, tampered: Tampered, admin_a, admin_b,
+def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Scene, tampered: Tampered, admin_a, admin_b,
                                                        bootstrap_a, bootstrap_b, tmp_path: Path):
     t = tampered
     foreign = collector.GroupBoundary(group="g-foreign", source_topic=t.topic, source_partition=0,
@@ -105,7 +101,7 @@ def test_tampered_mirror_and_skipping_group_fail_named(scene: Scene, tampered: T
         tmp_path / "snap",
         _ranges(admin_a, admin_b, scene.topic, scene.remote) + _ranges(admin_a, admin_b, t.topic, t.remote),
         scene.boundaries("g-skip") + [foreign])
-    summary = _run(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER))
+    summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER))
 
     assert summary.exit_code == 1 and summary.status == "failed", summary.failure_message()
     diffs = sorted((d["target_partition"], d["kind"], d["source_offset"], d["target_offset"])
@@ -126,13 +122,15 @@ def test_tampered_mirror_and_skipping_group_fail_named(scene: Scene, tampered: T
                 f"(source committed {pos.committed}, target committed {pos.true + SKIP_BY}, "
                 f"true target offset {pos.true})") in message  # the truth, found from the records
     assert f"group g-foreign {t.topic}-0 -> {t.remote}-0: MISMATCH" in message
-    assert "PARITY-FAIL record_parity group g-foreign" in Path(summary.log).read_text()
+    # spark-submit's own log; over Spark Connect the job's lines go to this process's stderr
+    log = Path(summary.log).read_text() if summary.log else capfd.readouterr().err
+    assert "PARITY-FAIL record_parity group g-foreign" in log
 
 
-def test_checksums_over_whole_topics_name_the_tampered_partitions(scene: Scene, tampered: Tampered, bootstrap_a,
+def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, scene: Scene, tampered: Tampered, bootstrap_a,
                                                                    bootstrap_b, tmp_path: Path):
     t = tampered
-    summary = _run(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", master=MASTER,
+    summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", master=MASTER,
                                             topics={scene.topic: scene.remote, t.topic: t.remote},
                                             checksums_only=True))
 

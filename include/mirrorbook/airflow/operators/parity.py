@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
@@ -20,13 +21,15 @@ from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
-from mirrorbook.parity import submit
+from mirrorbook.parity import connect, submit
 from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import load_plan, move_for
 from mirrorbook.topology import FlowSpec
 
 SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
+# When this connection (the Spark provider's `spark_connect` type) exists, the proofs run on that server.
+SPARK_CONNECT_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONNECT_CONN_ID", SparkConnectHook.default_conn_name)
 # What spark-submit needs from this venv: pip's pyspark, this Python, and PATH where it finds spark-submit.
 SUBMIT_ENV = ("PATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")
 CHECKS = ("unchanged", "offsets", "move")
@@ -51,7 +54,10 @@ class CaptureGroupOffsetsOperator(MirrorbookBaseOperator):
 class ParitySparkSubmitOperator(MirrorbookBaseOperator):
     """Run one parity app and record its verdict.
 
-    With a Spark connection (`spark_default`, or `MIRRORBOOK_SPARK_CONN_ID`) the job goes through the
+    With a Spark Connect connection (`spark_connect_default`, or `MIRRORBOOK_SPARK_CONNECT_CONN_ID`) the
+    app's code runs in this task as a client of that server (`mirrorbook.parity.connect`): snapshots go
+    up as Arrow tables, results come back — no disk shared with the server, no JVM started here.
+    Otherwise, with a Spark connection (`spark_default`, or `MIRRORBOOK_SPARK_CONN_ID`) the job goes through the
     Spark provider's `SparkSubmitHook`, configured through its public arguments only; what the
     spark-submit process needs from this venv reaches it through `env_vars` (that subprocess's
     environment), never through this worker's `os.environ`. Without the connection the job runs on this
@@ -93,6 +99,10 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
 
     def _submit(self, spec: SparkSubmitSpec) -> ParitySummary:
         """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit)."""
+        url = spark_connect_url()
+        if url is not None:
+            self.log.info("running %s on the Spark Connect server of connection %r", spec.name, SPARK_CONNECT_CONN_ID)
+            return connect.run(spec, url)
         try:
             BaseHook.get_connection(self.conn_id)
         except AirflowNotFoundException:
@@ -160,3 +170,12 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
         src, dst = clients.kafka_config(via.source), clients.kafka_config(via.target)
         return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap,
                                  source_options=java_client_options(src), target_options=java_client_options(dst))
+
+
+def spark_connect_url() -> str | None:
+    """The sc:// URL of the configured Spark Connect connection, or None when there is none."""
+    try:
+        BaseHook.get_connection(SPARK_CONNECT_CONN_ID)
+    except AirflowNotFoundException:
+        return None
+    return SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()

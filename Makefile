@@ -10,7 +10,8 @@ install:
 install-test:
 	VENV=$(VENV) scripts/bootstrap.sh --test
 
-## make demo: install, start the local stack (Kafka A and B, Connect + MM2), load a workload, show it replicating
+## make demo: install, start the local stack (Kafka A and B, Connect + MM2, the Spark Connect server the
+## parity proofs run on), load a workload, show it replicating and where the Spark Connect server listens
 demo: install
 	$(VENV)/bin/mirrorbook demo
 

@@ -1,9 +1,10 @@
 """`mirrorbook demo`: the local stack with real state, replicating, in one command (what `make demo` runs).
 
-It starts (or reuses) the devstack with both flows, loads a workload on A — sequence-numbered records
-and consumer groups parked at telling positions — waits until MM2 has mirrored everything and
-checkpointed the groups on B, then shows what a newcomer needs to see: the KIP-1144 flows table, the
-replication lag per topic and the checkpoints, and the commands to try next.
+It starts (or reuses) the devstack with both flows and the Spark Connect server the parity proofs run
+on, loads a workload on A — sequence-numbered records and consumer groups parked at telling positions —
+waits until MM2 has mirrored everything and checkpointed the groups on B, then shows what a newcomer
+needs to see: the KIP-1144 flows table, the replication lag per topic and the checkpoints, where the
+Spark Connect server listens, and the commands to try next.
 
 Running it again is safe: `devstack up` is a no-op on a running stack, existing topics are kept,
 records are appended (the topics grow by the same amount each run) and the groups are re-parked
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.devstack import spark
 from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, LoadReport, load
@@ -111,6 +113,8 @@ def run_demo(run_dir: Path, workload: Workload, *, timeout_s: float = 180.0, def
     print()
     print(checkpoint_table(checkpoints, flow, report))
     print()
+    print(spark_connect_note(stack))
+    print()
     print(next_steps(stack, workload, default_dir))
     return 0
 
@@ -118,10 +122,11 @@ def run_demo(run_dir: Path, workload: Workload, *, timeout_s: float = 180.0, def
 # -- steps ------------------------------------------------------------------------------------------
 
 def start_stack(stack: DevStack) -> Topology:
-    """`devstack up` with the B->A flow too; a no-op on a running stack."""
+    """`devstack up --reverse --spark`: a no-op on a running stack, only what is missing otherwise."""
     t0 = time.monotonic()
-    print(f"==> devstack in {stack.run_dir} (Kafka A and B, Connect + MM2 both ways)", flush=True)
-    result = stack.up(overrides={"reverse": True})
+    print(f"==> devstack in {stack.run_dir} (Kafka A and B, Connect + MM2 both ways, a Spark Connect server)",
+          flush=True)
+    result = stack.up(overrides={"reverse": True, "spark": True})
     if result["already_running"]:
         print("    already running: nothing to start", flush=True)
     else:
@@ -255,6 +260,19 @@ def checkpoint_table(log: CheckpointLog, flow: FlowSpec, report: LoadReport) -> 
     return (f"Checkpoints on {flow.target} ({log.topic}): committed offset on {flow.source} -> offset to "
             f"resume from on {flow.target}\n"
             + _table(["GROUP", "TARGET TOPIC", "PARTITION", "UPSTREAM -> DOWNSTREAM"], rows, right={2}))
+
+
+def spark_connect_note(stack: DevStack) -> str:
+    """Where the stack's Spark Connect server listens and what it is for."""
+    server = stack.require().spark
+    assert server is not None  # start_stack asked for it
+    pid = f", pid {server.process.pid}" if server.process else ""
+    return "\n".join([
+        f"Spark Connect server: {server.url} ({spark.MASTER}{pid})",
+        "  kept warm for the parity proofs (group and record parity after each runbook step), so a proof",
+        f"  costs no Spark start-up; the runbooks reach it through the Airflow connection {spark.CONN_ID},",
+        f"  written to {stack.connections_path}",
+    ])
 
 
 def next_steps(stack: DevStack, workload: Workload, default_dir: bool) -> str:

@@ -1,7 +1,8 @@
 """docker-compose.yml against what the devstack runs, so the two deployments cannot drift apart.
 
 Pure parsing (PyYAML, no Docker): the Kafka version, the broker settings, the Connect workers and
-MM2 connector configs, the Airflow connections and the topology file compose points Airflow at.
+MM2 connector configs, the Spark Connect server, the Airflow connections and the topology file compose
+points Airflow at.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from mirrorbook.devstack import config, stack, versions
+from mirrorbook.devstack import config, spark, stack, versions
 from mirrorbook.topology import FlowSpec, Topology, load_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +33,8 @@ BROKER_KEYS_PER_DEPLOYMENT = {"listeners", "advertised.listeners", "controller.q
 # Worker properties that name where the worker runs.
 WORKER_KEYS_PER_DEPLOYMENT = {"bootstrap.servers", "listeners", "rest.advertised.host.name", "rest.advertised.port"}
 BOOTSTRAP_KEYS = {"source.cluster.bootstrap.servers", "target.cluster.bootstrap.servers"}
+SPARK_CONNECT_SERVICE = "spark-connect"
+SPARK_JARS_SERVICE = "spark-connect-jars"
 
 
 # -- loading ---------------------------------------------------------------------------------------------
@@ -106,6 +109,24 @@ def properties(text: str) -> dict[str, str]:
     return out
 
 
+def spark_confs(service: dict[str, Any]) -> dict[str, str]:
+    """The `--conf key=value` settings of a Spark launch script's command line."""
+    cmd = command(service)
+    pairs = [cmd[i + 1].split("=", 1) for i, arg in enumerate(cmd) if arg == "--conf"]
+    assert all(len(p) == 2 for p in pairs), cmd
+    return dict(pairs)
+
+
+def named_volumes(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> volume name of the service's named volumes (`name:/y[:ro]`)."""
+    out = {}
+    for v in service.get("volumes", []):
+        parts = str(v).split(":")
+        if not parts[0].startswith((".", "/")):
+            out[parts[1]] = parts[0]
+    return out
+
+
 def kafka_env_to_property(name: str) -> str:
     """The apache/kafka image's rule: KAFKA_ dropped; `_` -> `.`, `__` -> `_`, `___` -> `-`; lower case."""
     body = name[len("KAFKA_"):]
@@ -132,9 +153,12 @@ def topology(airflow: dict[str, Any]) -> Topology:
 
 def test_every_component_has_a_service(services):
     for name in ("kafka-a", "kafka-b", "connect-b", "connect-a", "postgres", "airflow-api-server",
-                 "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker"):
+                 "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker",
+                 SPARK_CONNECT_SERVICE, SPARK_JARS_SERVICE):
         assert name in services, f"docker-compose.yml has no service {name}"
     assert services["connect-a"].get("profiles") == ["reverse"], "the B->A worker is optional (profile reverse)"
+    # Airflow's spark_connect_default always names it: it cannot sit behind a profile.
+    assert "profiles" not in services[SPARK_CONNECT_SERVICE] and "profiles" not in services[SPARK_JARS_SERVICE]
 
 
 def test_kafka_images_are_the_devstack_version(services):
@@ -147,6 +171,10 @@ def test_kafka_images_are_the_devstack_version(services):
 def test_spark_image_matches_pyspark(services):
     for name in ("spark-master", "spark-worker"):
         assert services[name]["image"] == f"apache/spark:{versions.SPARK_VERSION}"
+    # The Connect server: the pinned pyspark's Spark, the Scala of the Kafka source jars, a Python.
+    tag = services[SPARK_CONNECT_SERVICE]["image"].split(":", 1)[1].split("-")
+    assert services[SPARK_CONNECT_SERVICE]["image"].startswith("apache/spark:")
+    assert tag[:2] == [versions.SPARK_VERSION, f"scala{versions.SCALA_BINARY_VERSION}"] and "python3" in tag
 
 
 def test_airflow_image_is_built_on_airflow_332(services, compose):
@@ -276,6 +304,46 @@ def test_init_waits_for_its_worker_and_the_canaries(services):
     assert services["connect-a-init"].get("profiles") == ["reverse"]
 
 
+# -- Spark Connect ---------------------------------------------------------------------------------------
+
+def test_spark_connect_server_matches_the_devstack(services):
+    service = services[SPARK_CONNECT_SERVICE]
+    assert command(service)[0] == "/opt/spark/sbin/start-connect-server.sh"
+    assert env(service)["SPARK_NO_DAEMONIZE"], "in the foreground: the container lives as long as the server"
+    confs = spark_confs(service)
+    devstack = spark.server_settings(config.StackSettings().spark_driver_memory_mb)
+    for key, value in devstack.items():
+        assert confs.get(key) == value, f"{SPARK_CONNECT_SERVICE}: {key}"
+    assert confs["spark.sql.shuffle.partitions"] == "4"
+    # Reachable from the other containers and the host on the port it listens on.
+    port = int(confs["spark.connect.grpc.binding.port"])
+    assert confs["spark.connect.grpc.binding.address"] == "0.0.0.0"
+    assert published(service) == {port: port}
+    assert service["hostname"] == SPARK_CONNECT_SERVICE
+    assert service["healthcheck"]["test"][-1].endswith(f"/{port}")
+
+
+def test_spark_connect_has_the_devstack_kafka_jars(services, compose):
+    service, init = services[SPARK_CONNECT_SERVICE], services[SPARK_JARS_SERVICE]
+    jars = [PurePosixPath(j) for j in spark_confs(service)["spark.jars"].split(",")]
+    # The jars versions.py pins (spark-sql-kafka 4.2.0 with token provider 4.0.0), named as Maven names them.
+    assert sorted(j.name for j in jars) == sorted(f"{a}-{v}.jar" for _, a, v in
+                                                  (c.split(":") for c in versions.spark_kafka_coordinates()))
+    # ... in a volume that the one-shot service fills from the Airflow image's cache, which the devstack's
+    # own resolver (artifacts.spark_kafka_libs) filled at build time, before the server starts.
+    volume = named_volumes(service)[str(jars[0].parent)]
+    assert {j.parent for j in jars} == {jars[0].parent} and volume in compose["volumes"]
+    assert any(str(v).endswith(":ro") for v in service["volumes"])
+    target = next(path for path, name in named_volumes(init).items() if name == volume)
+    script = " ".join(command(init)).replace("$$", "$")  # compose's escape of a literal $
+    assert "spark_kafka_libs()" in script and f"cp \"$libs\"/*.jar {target}/" in script
+    assert init["image"] == compose["x-airflow-common"]["image"]
+    assert service["depends_on"][SPARK_JARS_SERVICE]["condition"] == "service_completed_successfully"
+    # The mount point exists in the image, owned by the airflow user (a new volume takes its owner).
+    dockerfile = (REPO / compose["x-airflow-common"]["build"]["dockerfile"]).read_text()
+    assert f"mkdir -p {target}" in dockerfile and "chown -R airflow:0 /opt/mirrorbook" in dockerfile
+
+
 # -- Airflow ---------------------------------------------------------------------------------------------
 
 def test_topology_file_is_the_sample_and_valid(airflow, topology):
@@ -295,6 +363,14 @@ def test_airflow_connections_match_the_topology(airflow, topology):
         assert conn["conn_type"] == "kafka_connect"
         assert (conn["host"], conn["port"], conn.get("schema", "http")) == (url.hostname, url.port, url.scheme)
     assert conns["spark_default"]["conn_type"] == "spark"
+
+
+def test_spark_connect_connection_names_the_server(airflow, services):
+    """The same connection the devstack writes (type, id, form), pointing at the compose service."""
+    conn = airflow_connections(airflow)[spark.CONN_ID]
+    port = int(spark_confs(services[SPARK_CONNECT_SERVICE])["spark.connect.grpc.binding.port"])
+    assert set(conn) == set(spark.SparkConnectState(port=port).connection())
+    assert conn == {"conn_type": spark.CONN_TYPE, "host": SPARK_CONNECT_SERVICE, "port": port}
 
 
 def test_every_airflow_component_shares_one_configuration(services):

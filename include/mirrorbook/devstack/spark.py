@@ -77,25 +77,33 @@ def spark_home() -> Path:
     return home
 
 
+def server_settings(driver_memory_mb: int) -> dict[str, str]:
+    """The settings of a mirrorbook Spark Connect server wherever it runs: the devstack's and the
+    docker-compose.yml service's (tests/unit/test_compose.py holds the two together)."""
+    return {
+        "spark.master": MASTER,
+        "spark.driver.memory": f"{driver_memory_mb}m",
+        # A taken port is an error to report, not a reason to listen on the next one (Spark's default).
+        "spark.connect.grpc.port.maxRetries": "0",
+        # The proofs' shuffles are a handful of partition pairs, not Spark's 200.
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+    }
+
+
 def server_properties(port: int, work: Path, driver_memory_mb: int) -> dict[str, str]:
-    """The server's Spark settings: local[*] on 127.0.0.1:`port`, the Kafka source jars from the cache."""
+    """The devstack server's Spark settings: local[*] on 127.0.0.1:`port`, the Kafka source jars from the cache."""
     from mirrorbook.parity.submit import spark_kafka_jars  # pyarrow and friends: only when a server starts
 
     return {
-        "spark.master": MASTER,
+        **server_settings(driver_memory_mb),
         "spark.jars": ",".join(spark_kafka_jars()),
-        "spark.driver.memory": f"{driver_memory_mb}m",
         "spark.driver.bindAddress": HOST,
         "spark.driver.host": HOST,
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{work / 'log4j2.properties'} "
                                          f"-Djava.io.tmpdir={work / 'tmp'}",
         "spark.connect.grpc.binding.address": HOST,
         "spark.connect.grpc.binding.port": str(port),
-        # A taken port is an error to report, not a reason to listen on the next one (Spark's default).
-        "spark.connect.grpc.port.maxRetries": "0",
-        # The proofs' shuffles are a handful of partition pairs, not Spark's 200.
-        "spark.sql.shuffle.partitions": "4",
-        "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(work / "warehouse"),
     }
 

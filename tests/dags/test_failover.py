@@ -124,6 +124,26 @@ def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag
     assert again.run_id == run.run_id and again.mutating_calls() == calls
 
 
+def test_rerun_after_a_finished_stop_does_not_wait_for_the_flow_it_stopped(fo, run_dag):
+    """Clearing a completed failover: its precheck knows the run stopped A->B itself (the run's progress in
+    the audit store) and says so, instead of waiting for a source task on the flow it stopped."""
+    tag = f"rs{uuid.uuid4().hex[:5]}"
+    _workload(fo, tag, ["end", "end-5"], topics=1, partitions=2, records=40)
+    run = run_dag("mm2_failover", _conf(tag, mode="planned"))
+    assert run.state == "success", run.failure() or run.task_states()
+    first = [e for e in run.events(kind="step") if e.action == "step.failover.precheck"]
+    assert len(first) == 1 and "own_stop" not in first[0].details
+
+    again = run_dag("mm2_failover", _conf(tag, mode="planned"), rerun_of=run)
+    assert again.state == "success", again.failure() or again.task_states()
+    prechecks = [e for e in again.events(kind="step") if e.action == "step.failover.precheck"]
+    assert len(prechecks) == 2 and prechecks[-1].result == "noop", prechecks
+    assert "this run stopped A->B at " in prechecks[-1].details["own_stop"]
+    # Only a sanity bound, not a timing test: the gate used to wait its full 30 s settle for a source task.
+    assert prechecks[-1].details["duration_s"] < 10, prechecks[-1].details
+    assert again.mutating_calls() == run.mutating_calls()
+
+
 def test_planned_mm2_failover_equals_kafkas_translation_and_never_skips(fo, run_dag):
     tag = f"pm{uuid.uuid4().hex[:5]}"
     topics, groups = _workload(fo, tag, ["end", "end-40", "end-180", "begin", "77", "end-299"])

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mirrorbook.audit import AuditStore
+from mirrorbook.audit.anchors import check_store
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
@@ -142,6 +143,11 @@ def test_rerun_after_a_finished_stop_does_not_wait_for_the_flow_it_stopped(fo, r
     # Only a sanity bound, not a timing test: the gate used to wait its full 30 s settle for a source task.
     assert prechecks[-1].details["duration_s"] < 10, prechecks[-1].details
     assert again.mutating_calls() == run.mutating_calls()
+    # Each run ended by anchoring the audit head on A and B (unlock_flow): the store matches the newest anchor.
+    topo = fo.require().topology()
+    check = check_store(run.audit, Clients(TopologyResolver(topo)), ["A", "B"])
+    assert check.ok and check.anchor is not None and check.anchor.run_id == run.run_id, check
+    assert check.clusters == {"A": check.clusters["A"], "B": check.clusters["B"]} and "newest seq" in check.clusters["B"]
 
 
 def test_planned_mm2_failover_equals_kafkas_translation_and_never_skips(fo, run_dag):

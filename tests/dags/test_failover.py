@@ -355,7 +355,8 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     diverged = rep["divergence"]
     assert diverged["records"] == sum(a_highs[TP(topic, p)] - replicated[TP(f"A.{topic}", p)] for p in range(2))
     assert diverged["records"] == sum(diverged["partitions"].values())
-    assert all(k.startswith(("connect-", "mm2-offset-syncs.", "__")) or "checkpoints.internal" in k
+    assert all(k.startswith(("connect-", "mm2-offset-syncs.", "__", "mirrorbook.audit-anchors"))
+               or "checkpoints.internal" in k
                for k in diverged["internal"]["partitions"]), diverged
     # The failover's RPO was a lower bound: never above what the failback now counts exactly.
     assert rpo["records"] <= sum(div.get(f"{topic}-{p}", 0) for p in range(2))

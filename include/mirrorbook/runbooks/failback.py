@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from mirrorbook.audit.anchors import TOPIC as ANCHORS_TOPIC
 from mirrorbook.clients import Clients
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
@@ -189,8 +190,8 @@ def run_divergence(rb: Runbook, clients: Clients, original: FlowSpec) -> dict[st
 def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     """Per partition of the original flow's topics: records on its source that never reached its target.
 
-    Only user records count: Connect's storage topics, MM2's internal topics and heartbeats, and Kafka's
-    `__` topics keep being written on the source (a Connect worker there writes its status as it comes
+    Only user records count: Connect's storage topics, MM2's internal topics and heartbeats, Kafka's `__`
+    topics and mirrorbook's audit anchors keep being written on the source (a Connect worker there writes its status as it comes
     back) without anyone having missed them; they are listed apart, under `internal`."""
     policy = ReplicationPolicy.for_flow(original)
     replicated = clients.replication(original).replicated_offsets()
@@ -201,7 +202,9 @@ def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     user: dict[str, int] = {}
     internal: dict[str, int] = {}
     for tp in sorted(tps):
-        kind = policy.non_user_kind(tp.topic)
+        # mirrorbook's own audit anchors are written to A as runs end, while A->B may be stopped.
+        kind = policy.non_user_kind(tp.topic) or (
+            "mirrorbook" if ANCHORS_TOPIC in (tp.topic, policy.upstream_topic(tp.topic)) else None)
         if kind == "mm2" and policy.is_heartbeats_topic(tp.topic):
             continue  # heartbeats are written every second by design: not worth listing
         (user if kind is None else internal)[str(tp)] = max(0, highs[tp] - 1 - replicated[tp])

@@ -147,7 +147,7 @@ def test_rerun_after_a_finished_stop_does_not_wait_for_the_flow_it_stopped(fo, r
     topo = fo.require().topology()
     check = check_store(run.audit, Clients(TopologyResolver(topo)), ["A", "B"])
     assert check.ok and check.anchor is not None and check.anchor.run_id == run.run_id, check
-    assert check.clusters == {"A": check.clusters["A"], "B": check.clusters["B"]} and "newest seq" in check.clusters["B"]
+    assert set(check.clusters) == {"A", "B"} and "newest seq" in check.clusters["B"], check.clusters
 
 
 def test_planned_mm2_failover_equals_kafkas_translation_and_never_skips(fo, run_dag):

@@ -50,7 +50,8 @@ class Anchor(BaseModel):
     run_id: str | None = None
 
     def describe(self) -> str:
-        return f"seq {self.seq} (hash {self.hash[:12]}…, anchored {self.at.isoformat()} after run {self.run_id or '-'})"
+        return (f"seq {self.seq} (hash {self.hash[:12]}…, anchored {self.at.isoformat()} "
+                f"after run {self.run_id or '-'})")
 
 
 class AnchorCheck(BaseModel):

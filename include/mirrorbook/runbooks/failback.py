@@ -191,8 +191,8 @@ def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     """Per partition of the original flow's topics: records on its source that never reached its target.
 
     Only user records count: Connect's storage topics, MM2's internal topics and heartbeats, Kafka's `__`
-    topics and mirrorbook's audit anchors keep being written on the source (a Connect worker there writes its status as it comes
-    back) without anyone having missed them; they are listed apart, under `internal`."""
+    topics and mirrorbook's audit anchors keep being written on the source (a Connect worker there writes
+    its status as it comes back) without anyone having missed them; they are listed apart, under `internal`."""
     policy = ReplicationPolicy.for_flow(original)
     replicated = clients.replication(original).replicated_offsets()
     admin = clients.admin(original.source)

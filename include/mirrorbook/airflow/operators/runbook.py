@@ -86,7 +86,6 @@ class FlowLockOperator(MirrorbookBaseOperator):
         guarded(lambda: lock.acquire(rb, flows))
         return self.log_outcomes(rb)
 
-
     def _named_flows(self, context: Any) -> list[Any]:
         """The flow the run's parameters name, when it held no lock (a dry run), if it names one at all."""
         try:

@@ -32,6 +32,19 @@ def test_empty_store_verifies(store: AuditStore) -> None:
     assert store.verify().ok and store.verify().checked == 0
 
 
+def test_head_names_the_store_by_its_first_event_and_ends_where_the_chain_does(store: AuditStore, raw) -> None:
+    empty = store.head()
+    assert empty is not None and empty.seq == 0 and empty.hash == GENESIS_HASH and empty.store is None
+    records = _fill(store)
+    head = store.head()
+    assert (head.seq, head.hash, head.store) == (5, records[-1].hash, records[0].hash)
+    assert store.hash_at(3) == records[2].hash and store.hash_at(6) is None
+    _fill(store, 2, run_id="run-2")
+    assert store.head().store == records[0].hash and store.head().seq == 7  # the identity does not move
+    raw("DELETE FROM audit_head")
+    assert store.head() is None
+
+
 def test_hash_covers_the_stored_row(store: AuditStore, raw) -> None:
     rec = _fill(store, 1)[0]
     row = raw("SELECT * FROM audit_events WHERE seq = 1")[0]

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mirrorbook.audit import AuditStore
+from mirrorbook.audit.anchors import check_store
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
@@ -124,6 +125,31 @@ def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag
     again = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise"), rerun_of=run)
     assert again.state == "success", again.failure()
     assert again.run_id == run.run_id and again.mutating_calls() == calls
+
+
+def test_rerun_after_a_finished_stop_does_not_wait_for_the_flow_it_stopped(fo, run_dag):
+    """Clearing a completed failover: its precheck knows the run stopped A->B itself (the run's progress in
+    the audit store) and says so, instead of waiting for a source task on the flow it stopped."""
+    tag = f"rs{uuid.uuid4().hex[:5]}"
+    _workload(fo, tag, ["end", "end-5"], topics=1, partitions=2, records=40)
+    run = run_dag("mm2_failover", _conf(tag, mode="planned"))
+    assert run.state == "success", run.failure() or run.task_states()
+    first = [e for e in run.events(kind="step") if e.action == "step.failover.precheck"]
+    assert len(first) == 1 and "own_stop" not in first[0].details
+
+    again = run_dag("mm2_failover", _conf(tag, mode="planned"), rerun_of=run)
+    assert again.state == "success", again.failure() or again.task_states()
+    prechecks = [e for e in again.events(kind="step") if e.action == "step.failover.precheck"]
+    assert len(prechecks) == 2 and prechecks[-1].result == "noop", prechecks
+    assert "this run stopped A->B at " in prechecks[-1].details["own_stop"]
+    # Only a sanity bound, not a timing test: the gate used to wait its full 30 s settle for a source task.
+    assert prechecks[-1].details["duration_s"] < 10, prechecks[-1].details
+    assert again.mutating_calls() == run.mutating_calls()
+    # Each run ended by anchoring the audit head on A and B (unlock_flow): the store matches the newest anchor.
+    topo = fo.require().topology()
+    check = check_store(run.audit, Clients(TopologyResolver(topo)), ["A", "B"])
+    assert check.ok and check.anchor is not None and check.anchor.run_id == run.run_id, check
+    assert set(check.clusters) == {"A", "B"} and "newest seq" in check.clusters["B"], check.clusters
 
 
 def test_planned_mm2_failover_equals_kafkas_translation_and_never_skips(fo, run_dag):
@@ -386,6 +412,15 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     a_highs = KafkaAdmin(a).high_watermarks([TP(topic, p) for p in range(2)])
     for p in range(2):
         assert div.get(f"{topic}-{p}", 0) == a_highs[TP(topic, p)] - replicated[TP(f"A.{topic}", p)] >= 7
+    # Only user records count: the records of A's Connect worker storage topics (written as it came
+    # back, mirrored by A->B since MM2 4.x treats `connect-*-A.internal` as ordinary topics), MM2's own
+    # topics and `__` topics are listed apart; the headline is exactly the user records diverged.
+    diverged = rep["divergence"]
+    assert diverged["records"] == sum(a_highs[TP(topic, p)] - replicated[TP(f"A.{topic}", p)] for p in range(2))
+    assert diverged["records"] == sum(diverged["partitions"].values())
+    assert all(k.startswith(("connect-", "mm2-offset-syncs.", "__", "mirrorbook.audit-anchors"))
+               or "checkpoints.internal" in k
+               for k in diverged["internal"]["partitions"]), diverged
     # The failover's RPO was a lower bound: never above what the failback now counts exactly.
     assert rpo["records"] <= sum(div.get(f"{topic}-{p}", 0) for p in range(2))
     # A consumers resume without skips: on `topic` right after the last record they read on B (the

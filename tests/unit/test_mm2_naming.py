@@ -67,3 +67,17 @@ def test_group_matcher_is_whole_id():
     m = rcu.group_matcher("app-.*")
     assert m("app-1") and not m("my-app-1")
     assert rcu.group_matcher("app")("app") and not rcu.group_matcher("app")("app-1")
+
+
+@pytest.mark.parametrize("policy", [DEFAULT, IDENTITY], ids=["default", "identity"])
+@pytest.mark.parametrize(("topic", "kind"), [
+    ("orders", None), ("connections", None), ("connect-configs-events", "connect"), ("A.orders", None),
+    ("connect-configs-A.internal", "connect"), ("connect-offsets-A.internal", "connect"),
+    ("connect-status-B.internal", "connect"), ("connect-offsets", "connect"), ("connect-cluster-status", "connect"),
+    ("mm2-offset-syncs.B.internal", "mm2"), ("B.checkpoints.internal", "mm2"), ("heartbeats", "mm2"),
+    ("B.heartbeats", "mm2"), ("__consumer_offsets", "kafka"), ("__transaction_state", "kafka"),
+])
+def test_non_user_topics_are_named_by_kind(policy, topic, kind):
+    # "connect-configs-events" is Connect-named by its prefix: the usual names are all we can know.
+    assert policy.non_user_kind(topic) == kind
+    assert DEFAULT.non_user_kind(f"B.{topic}") == kind  # a remote copy counts as its original

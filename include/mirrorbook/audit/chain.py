@@ -11,7 +11,7 @@ from mirrorbook.audit import schema
 from mirrorbook.audit.codec import format_time, loads, lookup, new_id, parse_time, stored_row, utcnow
 from mirrorbook.audit.errors import AuditIntegrityError
 from mirrorbook.audit.hashing import GENESIS_HASH, digest, event_hash
-from mirrorbook.audit.models import CHANGING_RESULTS, AuditEvent, AuditRecord, BrokenLink, VerifyResult
+from mirrorbook.audit.models import CHANGING_RESULTS, AuditEvent, AuditRecord, BrokenLink, ChainHead, VerifyResult
 
 VERIFY_BATCH = 1000
 
@@ -65,6 +65,20 @@ def count_changing(run_id: str) -> Select[Any]:
     ev = schema.events.c
     return (select(func.count()).select_from(schema.events)
             .where(lookup(ev.run_id, run_id), ev.mutating.is_(True), ev.result.in_(CHANGING_RESULTS)))
+
+
+def hash_at(conn: Connection, seq: int) -> str | None:
+    """The stored hash of the event at `seq`, or None if there is none."""
+    return conn.execute(select(schema.events.c.hash).where(schema.events.c.seq == seq)).scalar_one_or_none()
+
+
+def head_of(conn: Connection) -> ChainHead | None:
+    """The head row with the store's identity (None if the head row is missing)."""
+    current = conn.execute(select(schema.head).where(schema.head.c.id == schema.HEAD_ID)).first()
+    if current is None:
+        return None
+    return ChainHead(seq=current.count, hash=current.hash, updated_at=parse_time(current.updated_at),
+                     store=hash_at(conn, 1))
 
 
 def _rows(conn: Connection, table: Any, order: Any) -> Iterator[Row[Any]]:

@@ -15,6 +15,8 @@ from mirrorbook.audit.codec import format_time
 from mirrorbook.audit.database import ENV_URL
 from mirrorbook.audit.models import AuditRecord
 from mirrorbook.audit.store import AuditStore
+from mirrorbook.bounds import shown
+from mirrorbook.errors import MirrorbookError
 
 
 def store_command(parent: argparse._SubParsersAction, name: str, helptext: str, func: Any) -> argparse.ArgumentParser:
@@ -43,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     vf = common("verify", "recompute the hash chain; exit 1 at the first broken link", cmd_verify)
     vf.add_argument("--json", action="store_true")
+    vf.add_argument("--anchors", nargs="?", const="", metavar="CLUSTERS",
+                    help="also check the store against the newest head anchored on these Kafka clusters "
+                         "(comma-separated aliases; default: every cluster of the topology). A truncated tail "
+                         "fails with the missing sequence range; an unreachable cluster is said, not fatal")
+    vf.add_argument("--topology", help="topology file for --anchors (default: $MIRRORBOOK_TOPOLOGY or "
+                                       "include/topology.yaml)")
 
     ex = common("export", "every event with its hashes, for a reviewer", cmd_export)
     ex.add_argument("--format", choices=["jsonl"], default="jsonl")
@@ -101,12 +109,31 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    result = _store(args).verify()
+    store = _store(args)
+    result = store.verify()
+    anchored = _anchor_check(store, args) if args.anchors is not None else None
     if args.json:
-        _print_json(_json(result))
+        _print_json(_json(result) | ({"anchors": _json(anchored)} if anchored else {}))
     else:
         print(result.summary(), file=sys.stdout if result.ok else sys.stderr)
-    return 0 if result.ok else 1
+        if anchored:
+            print(anchored.summary(), file=sys.stdout if anchored.ok else sys.stderr)
+    return 0 if result.ok and (anchored is None or anchored.ok) else 1
+
+
+def _anchor_check(store: AuditStore, args: argparse.Namespace) -> Any:
+    # Kafka only when asked: the store and the rest of this CLI work without a topology.
+    from mirrorbook.audit.anchors import check_store
+    from mirrorbook.clients import Clients, TopologyResolver
+    from mirrorbook.topology import load_topology
+
+    topology = load_topology(args.topology)
+    aliases = [a.strip() for a in args.anchors.split(",") if a.strip()] or sorted(topology.clusters)
+    unknown = [a for a in aliases if a not in topology.clusters]
+    if unknown:
+        raise MirrorbookError(f"--anchors names cluster(s) the topology does not define: {shown(', '.join(unknown))}",
+                              f"name some of: {', '.join(sorted(topology.clusters))}")
+    return check_store(store, Clients(TopologyResolver(topology)), aliases)
 
 
 def _write_jsonl(records: Iterable[AuditRecord], out: IO[str]) -> int:

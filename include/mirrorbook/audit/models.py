@@ -164,6 +164,16 @@ class BrokenLink(_Model):
         return f"{' '.join(where) or 'chain head'}: {self.reason}"
 
 
+class ChainHead(_Model):
+    """Where the chain ends (the head row), and which store it is: the hash of its first event, fixed once
+    the store holds anything, whatever URL reaches it (rewriting it breaks every later link)."""
+
+    seq: int
+    hash: str
+    updated_at: UtcDatetime
+    store: str | None = Field(description="hash of event seq 1; None while the store is empty")
+
+
 class VerifyResult(_Model):
     ok: bool
     checked: int = Field(description="events whose hashes were checked")

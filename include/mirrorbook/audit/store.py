@@ -20,8 +20,8 @@ from mirrorbook.audit import chain, history, locks, schema, snapshots
 from mirrorbook.audit.codec import format_time, lookup, utcnow
 from mirrorbook.audit.database import Database, default_url
 from mirrorbook.audit.errors import EventNotFound, FlowLocked
-from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, GroupPosition, LockHolder, MetricsSample,
-                                     Snapshot, SnapshotInfo, VerifyResult)
+from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, ChainHead, GroupPosition, LockHolder,
+                                     MetricsSample, Snapshot, SnapshotInfo, VerifyResult)
 from mirrorbook.bounds import shown
 
 TAKEOVER_ATTEMPTS = 3
@@ -96,6 +96,16 @@ class AuditStore:
         """Recompute the chain from genesis, compare with the head row, check snapshot digests."""
         with self._db.read() as conn:
             return chain.verify(conn)
+
+    def head(self) -> ChainHead | None:
+        """Where the chain ends and which store this is (what an anchor witnesses); None if the head row is gone."""
+        with self._db.read() as conn:
+            return chain.head_of(conn)
+
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of the event at `seq` (None if there is none)."""
+        with self._db.read() as conn:
+            return chain.hash_at(conn, seq)
 
     # -- snapshots ------------------------------------------------------------------------------
     def save_snapshot(self, kind: str, flow: str | None, subject: str, payload: dict[str, Any], *,

@@ -6,10 +6,18 @@ checkpoints and offset-syncs live, and how many hops a heartbeat travelled.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Literal
 
 HEARTBEATS = "heartbeats"
 OFFSET_SYNCS_PREFIX = "mm2-offset-syncs"
+# Kafka Connect's storage topics as usually named: `connect-configs|offsets|status` (Kafka's sample worker
+# config), Strimzi's `connect-cluster-*`, the devstack's `connect-configs-A.internal`. MM2 4.x no longer
+# counts `.internal` topics as internal (its default topics.exclude is `mm2.*\.internal`), so a flow
+# with `topics=.*` mirrors a worker's storage topics like user data.
+CONNECT_STORAGE_TOPIC = re.compile(r"connect-(?:cluster-)?(?:configs|offsets|status)(?:[-.].*)?")
+NonUserKind = Literal["kafka", "mm2", "connect"]
 
 
 def _java_split(text: str, sep: str) -> list[str]:
@@ -104,6 +112,23 @@ class ReplicationPolicy:
     def is_internal_topic(self, topic: str) -> bool:
         return (self.is_mm2_internal_topic(topic) or topic.startswith("__") or topic.startswith(".")
                 or topic.endswith("-internal") or topic.endswith(".internal"))
+
+    def non_user_kind(self, topic: str) -> NonUserKind | None:
+        """Why `topic` holds no user records, or None if it does: Kafka's own (`__`/`.`-prefixed), MM2's
+        (offset-syncs, checkpoints, heartbeats) or Kafka Connect's storage topics by their usual names
+        (neither Connect's REST API nor the topology says what a worker named them). A remote copy
+        (`A.connect-offsets`) counts as its original."""
+        name: str | None = topic
+        while name:  # the topic, then each upstream name (the default policy reads `x.internal` as a remote `internal`)
+            if name.startswith("__") or name.startswith("."):
+                return "kafka"
+            if self.is_mm2_internal_topic(name) or name == HEARTBEATS:
+                return "mm2"
+            if CONNECT_STORAGE_TOPIC.fullmatch(name):
+                return "connect"
+            upstream = self.upstream_topic(name)
+            name = upstream if upstream != name else None
+        return None
 
     def remote_topic(self, source_alias: str, topic: str) -> str:
         """The target-side name of source topic `topic` for a flow from `source_alias`."""

@@ -15,7 +15,8 @@ A group on B consumed two kinds of topics, and each goes back its own way:
 
 The divergence report counts, per partition of the original topics, the records that reached A but
 never B (A's high watermark minus what the original flow replicated): consumers did not see them on
-B, and will see them on A after failback, late — the operator decides what to replay.
+B, and will see them on A after failback, late — the operator decides what to replay. It is taken
+when the plan is computed, before the original flow resumes and mirrors them after all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from mirrorbook.audit.anchors import TOPIC as ANCHORS_TOPIC
 from mirrorbook.clients import Clients
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
@@ -37,6 +39,7 @@ from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fall
 from mirrorbook.topology import FlowSpec
 
 WINDOW_MAX = 100_000
+DIVERGENCE_KEY = "divergence"
 
 
 def _split(committed: dict[str, dict[TP, int]], original: FlowSpec, via: FlowSpec,
@@ -172,20 +175,39 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
         rows += add_earliest_fallback(fwd, wanted, to_admin)
     if not move.planned:
         notes.append("unplanned failback: the groups' positions on the DR cluster cannot be read; nothing to move")
+    # Taken now, while the original flow is still stopped: once it resumes it mirrors the diverged records.
+    rb.progress_set(DIVERGENCE_KEY, divergence(clients, original))
     return TranslationPlan(flow=original.name, direction="failback", mode=params.mode, translation=params.translation,
                            from_cluster=move.from_cluster, to_cluster=move.to_cluster, groups=groups,
                            rows=sorted(rows, key=lambda r: (r.group, r.target_topic, r.partition)), notes=notes)
 
 
+def run_divergence(rb: Runbook, clients: Clients, original: FlowSpec) -> dict[str, Any]:
+    """The divergence this run took before the original flow resumed (when it translated), else as it is now."""
+    return rb.progress_get(DIVERGENCE_KEY) or divergence(clients, original)
+
+
 def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
-    """Per partition of the original flow's topics: records on its source that never reached its target."""
-    policy = ReplicationPolicy()
-    replicated = {tp: o for tp, o in clients.replication(original).replicated_offsets().items()
-                  if not policy.is_heartbeats_topic(tp.topic)}
+    """Per partition of the original flow's topics: records on its source that never reached its target.
+
+    Only user records count: Connect's storage topics, MM2's internal topics and heartbeats, Kafka's `__`
+    topics and mirrorbook's audit anchors keep being written on the source (a Connect worker there writes
+    its status as it comes back) without anyone having missed them; they are listed apart, under `internal`."""
+    policy = ReplicationPolicy.for_flow(original)
+    replicated = clients.replication(original).replicated_offsets()
     admin = clients.admin(original.source)
     existing = admin.topics()
     tps = [tp for tp in replicated if tp.partition < existing.get(tp.topic, 0)]
     highs = admin.high_watermarks(tps)
-    per = {str(tp): max(0, highs[tp] - 1 - replicated[tp]) for tp in sorted(tps)}
-    return {"cluster": original.source, "records": sum(per.values()),
-            "partitions": {k: v for k, v in per.items() if v}, "checked_partitions": len(per)}
+    user: dict[str, int] = {}
+    internal: dict[str, int] = {}
+    for tp in sorted(tps):
+        # mirrorbook's own audit anchors are written to A as runs end, while A->B may be stopped.
+        kind = policy.non_user_kind(tp.topic) or (
+            "mirrorbook" if ANCHORS_TOPIC in (tp.topic, policy.upstream_topic(tp.topic)) else None)
+        if kind == "mm2" and policy.is_heartbeats_topic(tp.topic):
+            continue  # heartbeats are written every second by design: not worth listing
+        (user if kind is None else internal)[str(tp)] = max(0, highs[tp] - 1 - replicated[tp])
+    return {"cluster": original.source, "records": sum(user.values()),
+            "partitions": {k: v for k, v in user.items() if v}, "checked_partitions": len(user),
+            "internal": {"records": sum(internal.values()), "partitions": {k: v for k, v in internal.items() if v}}}

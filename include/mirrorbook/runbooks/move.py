@@ -34,6 +34,7 @@ from mirrorbook.runbooks.plan import INTERNAL_GROUPS, TranslationPlan, managed_g
 from mirrorbook.topology import FlowSpec, Topology
 
 PLAN_KEY = "plan"
+FLOW_STOPPED_KEY = "flow_stopped_at"  # this run stopped the flow the groups left (its gates expect it stopped)
 PING_TIMEOUT_S = 5.0
 UNPLANNED_PING_S = 2.0
 
@@ -129,13 +130,19 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             raise GateRefused(f"Cluster {move.from_cluster} is unreachable, and a planned {move.direction} needs it "
                               "(to stop consumers, drain replication and read committed offsets)",
                               f"use mode=unplanned to {move.direction} from {move.to_cluster} alone")
-        status = _settled_status(clients, move.via, reach[move.from_cluster], wait_s=30.0 if move.planned else 0.0)
         resuming = rb.progress_get(PLAN_KEY) is not None
+        stopped_at = rb.progress_get(FLOW_STOPPED_KEY)
+        if stopped_at:
+            step.note(own_stop=f"this run stopped {move.via.name} at {stopped_at}: it is expected stopped, "
+                               "not waited for")
+        # A re-run does not judge the flow (its plan stands), so it gives no source task time to come back.
+        status = _settled_status(clients, move.via, reach[move.from_cluster],
+                                 wait_s=30.0 if move.planned and not resuming and not stopped_at else 0.0)
         if resuming:
             step.note(resuming="this run already has a plan: re-checking reachability only")
             step.settle({"flow_state": status.state.value, "resumed": True})
             return step.outcome
-        if move.planned and not status.detailed_state.source_task_running:
+        if move.planned and not stopped_at and not status.detailed_state.source_task_running:
             states = ", ".join(f"{c.role} {c.state} ({c.tasks_running} task(s) running)"
                                for c in status.connectors.values())
             raise GateRefused(f"Flow {move.via.name} is {status.state.value}: {states}"
@@ -292,7 +299,7 @@ def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list
                       "no part of the flow writes group offsets on the target: the stop requests suffice")
             for part in writers if not rb.dry_run else []:
                 step.settle(backend.wait_state("STOPPED", parts=part, timeout_s=GROUP_WRITERS_WAIT_S))
-    _mark(rb, "flow_stopped_at")
+    _mark(rb, FLOW_STOPPED_KEY)
     return out
 
 

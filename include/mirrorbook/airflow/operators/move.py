@@ -74,7 +74,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         if move.direction == "failover" and not move.planned and not rb.dry_run:
             extra["rpo"] = failover.rpo_lower_bound(rb.audit, clients, move.flow)
         if move.direction == "failback" and not rb.dry_run:
-            extra["divergence"] = failback.divergence(clients, move.flow)
+            extra["divergence"] = failback.run_divergence(rb, clients, move.flow)
         from mirrorbook.runbooks.report import run_report
 
         run = run_report(rb.audit, rb.info.run_id)

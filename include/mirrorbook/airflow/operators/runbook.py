@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
-from mirrorbook.audit import AuditStore
+from mirrorbook.audit import AuditStore, anchors
 from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
@@ -75,13 +76,31 @@ class FlowLockOperator(MirrorbookBaseOperator):
             flows = [f for f in topology.flows if (h := holders[f.name]) is not None and h.run_id == rb.info.run_id]
             if flows:
                 lock.release(rb, flows)
-            return self.log_outcomes(rb)
+            out = self.log_outcomes(rb)
+            out["anchor"] = self._anchor(rb, flows or self._named_flows(context))
+            return out
         params = self.runbook_params(context)
         rb = self.runbook(context)
         flow = params.flow_spec
         flows = [flow] + ([r] if self.with_reverse and (r := topology.reverse_of(flow)) else [])
         guarded(lambda: lock.acquire(rb, flows))
         return self.log_outcomes(rb)
+
+    def _named_flows(self, context: Any) -> list[Any]:
+        """The flow the run's parameters name, when it held no lock (a dry run), if it names one at all."""
+        try:
+            return [self.hook.topology.flow(str(context["params"].get("flow")))]
+        except Refused:
+            return []
+
+    def _anchor(self, rb: Runbook, flows: list[Any]) -> dict[str, Any]:
+        """The run is over: witness the audit head outside the store (anchors.py says why it is no mutation)."""
+        clusters = sorted({c for f in flows for c in (f.source, f.target)})
+        done = anchors.write_anchor(rb.audit, self.hook.clients, clusters, rb.info.run_id)
+        self.log.info("audit anchor: %s", json.dumps(done["anchor"]) if done["anchor"] else done["reason"])
+        for cluster, what in done["clusters"].items():
+            self.log.info("audit anchor on %s: %s", cluster, what)
+        return done
 
 
 class RunbookReportOperator(MirrorbookBaseOperator):

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowException
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.kafka import GroupsInactiveTrigger, ReplicationDrainedTrigger
 from mirrorbook.runbooks.checks import active_groups, drained
-from mirrorbook.runbooks.move import PLAN_KEY, Move, move_for
+from mirrorbook.runbooks.move import FLOW_STOPPED_KEY, PLAN_KEY, Move, move_for
 from mirrorbook.runbooks.params import MAX_WAIT_S
 from mirrorbook.runbooks.plan import managed_groups
 
@@ -43,8 +43,12 @@ class _MoveGateSensor(RunbookTask, BaseSensorOperator):
         if params.dry_run or params.mode == "unplanned":
             self.log.info("not waiting (%s)", "dry run" if params.dry_run else "unplanned")
             return None
-        if self.audit().progress_get(context["dag_run"].run_id, PLAN_KEY) is not None:
+        run_id = context["dag_run"].run_id
+        if self.audit().progress_get(run_id, PLAN_KEY) is not None:
             self.log.info("this run already translated its groups (a re-run): the gate was passed before")
+            return None
+        if self.audit().progress_get(run_id, FLOW_STOPPED_KEY):
+            self.log.info("this run stopped %s itself: nothing replicates to wait for", self.move(context).via.name)
             return None
         if self.poke(context):
             return None

@@ -13,7 +13,6 @@ real `airflow standalone`, and tests/unit/test_api_routes.py checks that every r
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 

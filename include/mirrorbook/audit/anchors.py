@@ -16,7 +16,6 @@ this module reads it through `AuditStore.head()`/`hash_at()` and reaches Kafka t
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -29,7 +28,6 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.reader import read_ranges
-from mirrorbook.kafka.types import TP
 
 TOPIC = "mirrorbook.audit-anchors"
 TOPIC_CONFIG = {"cleanup.policy": "compact"}

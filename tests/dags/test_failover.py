@@ -334,6 +334,25 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
     assert f"group {gone} {topics[0]}-0 -> {remote}-0: MISSING" in message
 
 
+def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo, run_dag, spark_connect,
+                                                                              monkeypatch):
+    tag = f"sc{uuid.uuid4().hex[:5]}"
+    _workload(fo, tag, ["end", "end-30", "11"], topics=1, partitions=2, records=100)
+    host, port = spark_connect.url.removeprefix("sc://").rstrip("/").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT",
+                       json.dumps({"conn_type": "spark_connect", "host": host, "port": int(port)}))
+    run = run_dag("mm2_failover", _conf(tag, parity="spark"))
+    assert run.state == "success", run.failure() or run.task_states()
+    verdicts = {e.action: e for e in run.events(kind="step") if e.action.startswith("step.parity.")
+                and e.details.get("status") == "passed"}
+    assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}
+    for v in verdicts.values():
+        summary = json.loads((Path(v.details["output"]).parent / "summary.json").read_text())
+        assert summary["master"] == "spark-connect", summary  # not a spark-submit on this worker
+    boundaries = pq.read_table(Path(verdicts["step.parity.record_parity"].details["output"]) / "boundaries")
+    assert set(boundaries.column("status").to_pylist()) == {"OK"}  # precise: every position exact, by the records
+
+
 class _Traffic:
     """Keeps producing to a topic on A until A goes away."""
 

@@ -106,3 +106,30 @@ def test_malformed_snapshot_is_an_error_not_a_verdict(run_job, tmp_path: Path):
     assert "lacks column(s) committed_offset" in summary.error
     with pytest.raises(submit.SparkJobError, match="committed_offset"):
         summary.check()
+
+
+def test_over_spark_connect_the_server_reads_nothing_from_this_disk(spark_connect, scene: Scene, admin_b,
+                                                                     tmp_path: Path):
+    """Each snapshot file is deleted as soon as its DataFrame is built, before any job runs on the server:
+    the proof still completes, so the server never needed a path of this machine."""
+    import sys
+
+    from mirrorbook.parity import connect
+
+    snap = collector.collect_group_snapshot(tmp_path / "snap", scene.expected(["g-precise", "g-mm2"]), {"B": admin_b})
+    spec = _job(snap, tmp_path / "out")
+    app = connect.load_app(spec.application)
+    common = sys.modules[connect.COMMON]
+
+    class Vanishing(common.Arrow):
+        def frame(self, spark, path):
+            df = super().frame(spark, path)
+            Path(path).unlink()
+            return df
+
+    args = app.parse_args(spec.application_args)
+    code = common.run_app(app.APP, args, app.body(args, Vanishing()), spark=connect.session(spark_connect.url))
+    summary = submit.ParitySummary.model_validate_json(spec.summary_path.read_text())
+    assert code == 0 and summary.passed and summary.master == "spark-connect", summary.failure_message()
+    assert not snap.expected.exists() and not snap.actual.exists()
+    assert summary.counts["OK"] + summary.counts["RE-READ"] == len(scene.expected(["g-precise", "g-mm2"]))

@@ -266,6 +266,8 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     assert "group_parity failed" in text and all(g in text for g in groups) and f"A.{topics[0]}" in text
     assert "MISSING" in text
     assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
+    # A failed proof is a verdict, not a fault: it ran once, not again on the runbook's retry.
+    assert len([e for e in broken.events(kind="step") if e.action == "step.parity.group_parity"]) == 1
 
     # The same failover, cleared and run for real: both parity jobs pass.
     fixed = run_dag("mm2_failover", _conf(tag, parity="spark"), rerun_of=broken)
@@ -301,6 +303,7 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
     admin_a, admin_b, a, b = _admins(fo)
     run = run_dag("mm2_failover", _conf(tag, translation="mm2", parity="off"))
     assert run.state == "success", run.failure()
+    assert run.report()["proof"]["source"] == "plan"  # with the proofs off the report says its figures are unproven
     plan = TranslationPlan.model_validate(audit.progress_get(run.run_id, "plan"))
     remote = f"A.{topics[0]}"
     # Damage from outside the product, after the write: one position lowered, one raised, one group gone.
@@ -351,6 +354,10 @@ def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo,
         assert summary["master"] == "spark-connect", summary  # not a spark-submit on this worker
     boundaries = pq.read_table(Path(verdicts["step.parity.record_parity"].details["output"]) / "boundaries")
     assert set(boundaries.column("status").to_pylist()) == {"OK"}  # precise: every position exact, by the records
+    proof = run.report()["proof"]  # the report leads with what the records established
+    assert proof["source"] == "record_parity" and proof["totals"]["rows"] == 6
+    assert {k: proof["totals"][k] for k in ("re_read", "skipped", "missing", "unprovable", "differs_from_plan")} \
+        == dict.fromkeys(("re_read", "skipped", "missing", "unprovable", "differs_from_plan"), 0)
 
 
 class _Traffic:

@@ -45,9 +45,23 @@ def render_report(report: dict[str, Any]) -> str:
              f"({report.get('mode')}, translation={report.get('translation')}): "
              f"RTO {report['rto_s']}s" if report.get("rto_s") is not None else
              f"{report.get('direction', 'move')} of {report.get('flow')}: RTO not measured (dry run or incomplete)"]
+    proof = report.get("proof") or {}
+    if proof.get("source") == "record_parity":
+        t = proof["totals"]
+        lines.append(f"  proven from both clusters' records ({proof['status']}): {t['rows']} group-partition(s), "
+                     f"re-read {t['re_read']}, skipped {t['skipped']}, missing {t['missing']}, "
+                     f"unprovable {t['unprovable']}"
+                     + (f"; {t['differs_from_plan']} position(s) differ from the plan" if t["differs_from_plan"] else ""))
+        for r in proof["rows"]:
+            if r["differs_from_plan"] or r["status"] != "OK":
+                lines.append(f"    {r['group']:<24} {r['target_topic']}-{r['source_partition']:<3} {r['status']} "
+                             f"{r['n'] or ''} committed {r['target_offset']}, true {r['true_offset']}, "
+                             f"plan {r['plan_offset']}")
+    elif proof:
+        lines.append(f"  {proof['note']}")
     totals = report.get("plan") or {}
     if totals:
-        lines.append(f"  {totals['groups']} group(s), {totals['partitions']} partition(s): re-read "
+        lines.append(f"  plan: {totals['groups']} group(s), {totals['partitions']} partition(s): re-read "
                      f"{_range(totals['re_read'], totals['re_read_max'])}, skipped "
                      f"{_range(totals['skipped'], totals['skipped_max'])}"
                      + (f" ({totals['bounded']} row(s) bounded, not counted exactly)" if totals['bounded'] else "")

@@ -193,3 +193,33 @@ def record_verdict(rb: Runbook, flow: str, summary: ParitySummary, check: str) -
                   output=summary.output, elapsed_s=summary.elapsed_s)
         step.settle({"passed": summary.passed})
         summary.check()
+
+
+# -- what the proof established, for the report ---------------------------------------------------------
+PROOF_ROW_KEYS = ("group", "source_topic", "source_partition", "target_topic", "source_committed", "target_offset",
+                  "true_offset", "plan_offset", "status", "n", "differs_from_plan")
+LISTED_PROOF_ROWS = 200
+
+
+def move_proof(rb: Runbook) -> dict[str, Any]:
+    """The groups' positions as the record proof of this run established them from both clusters' records
+    (the report leads with these; the plan's figures stand beside them). Without a record proof the
+    report's figures are the plan's, and it says so."""
+    verdicts = [e for e in rb.audit.events(run_id=rb.info.run_id)
+                if e.kind == "step" and e.action == "step.parity.record_parity"
+                and e.details.get("status") in ("passed", "failed") and e.details.get("output")]
+    boundaries = Path(verdicts[-1].details["output"]) / "boundaries" if verdicts else None
+    if boundaries is None or not boundaries.exists():
+        return {"source": "plan", "note": "unproven: these figures are the plan's (no record proof in this run)"}
+    import pyarrow.parquet as pq
+
+    rows = [{k: r.get(k) for k in PROOF_ROW_KEYS} for r in pq.read_table(boundaries).to_pylist()]
+    count = lambda status: sum(1 for r in rows if r["status"] == status)  # noqa: E731
+    totals = {"rows": len(rows), "re_read": sum(r["n"] for r in rows if r["status"] == "RE-READ"),
+              "skipped": sum(r["n"] for r in rows if r["status"] == "SKIP"), "unprovable": count("UNPROVABLE"),
+              "missing": count("MISSING"), "mismatch": count("MISMATCH"),
+              "differs_from_plan": sum(1 for r in rows if r["differs_from_plan"])}
+    # Differences from the plan first, then anything not OK: what an SRE must read before the rest.
+    rows.sort(key=lambda r: (not r["differs_from_plan"], r["status"] == "OK", r["group"], r["source_partition"]))
+    return {"source": "record_parity", "status": verdicts[-1].details["status"], "totals": totals,
+            "rows": rows[:LISTED_PROOF_ROWS]}

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks import failback, failover, move as moves, move_report
+from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 
@@ -75,6 +75,8 @@ class GroupMoveOperator(MirrorbookBaseOperator):
             extra["rpo"] = failover.rpo_lower_bound(rb.audit, clients, move.flow)
         if move.direction == "failback" and not rb.dry_run:
             extra["divergence"] = failback.run_divergence(rb, clients, move.flow)
+        if not rb.dry_run:
+            extra["proof"] = parity.move_proof(rb)
         from mirrorbook.runbooks.report import run_report
 
         run = run_report(rb.audit, rb.info.run_id)

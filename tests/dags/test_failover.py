@@ -346,6 +346,7 @@ def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo,
                        json.dumps({"conn_type": "spark_connect", "host": host, "port": int(port)}))
     run = run_dag("mm2_failover", _conf(tag, parity="spark"))
     assert run.state == "success", run.failure() or run.task_states()
+    assert run.task_states()["warm_proof"] == "success"
     verdicts = {e.action: e for e in run.events(kind="step") if e.action.startswith("step.parity.")
                 and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}

@@ -61,7 +61,7 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
     """The task graph of mm2_failover / mm2_failback (called inside the DAG's `with` block), in groups an
     operator reads at a glance: prepare -> translate -> write -> prove -> switch."""
     from mirrorbook.airflow.operators.move import GroupMoveOperator
-    from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator
+    from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator, WarmProofOperator
     from mirrorbook.airflow.sensors.kafka import GroupsInactiveSensor, ReplicationDrainedSensor
 
     def step(task_id: str, name: str, **kw: Any) -> GroupMoveOperator:
@@ -69,10 +69,12 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
 
     # Task ids stay unprefixed (prefix_group_id=False): API users and `mirrorbook trigger` name them as is.
     with TaskGroup("prepare", prefix_group_id=False, tooltip="check the clusters and the flow, then wait for "
-                   "the groups to stop and replication to drain (planned)") as prepare:
+                   "the groups to stop and replication to drain (planned); warm the Spark Connect server "
+                   "meanwhile") as prepare:
         chain(step("precheck", "precheck"),
               GroupsInactiveSensor(task_id="wait_groups_inactive", params_model=model),
               ReplicationDrainedSensor(task_id="wait_replication_drained", params_model=model))
+        WarmProofOperator(task_id="warm_proof", params_model=model)  # beside the gates, off the critical path
     with TaskGroup("translate", prefix_group_id=False,
                    tooltip="where each group resumes on the new cluster: the plan, computed once") as translate:
         step("translate_offsets", "translate")

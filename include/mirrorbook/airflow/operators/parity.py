@@ -51,6 +51,29 @@ class CaptureGroupOffsetsOperator(MirrorbookBaseOperator):
         return self.log_outcomes(rb)
 
 
+class WarmProofOperator(MirrorbookBaseOperator):
+    """Beside precheck: a trivial query on the Spark Connect server, so that its JIT and query planning
+    are warm when the proofs need a verdict (a cold server's first answer takes seconds more). Never
+    fails the run: a cold or missing server only costs time later, and the proof says so then."""
+
+    deadline_s = 120.0
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        params = self.runbook_params(context)
+        if params.parity == "off" or getattr(params, "dry_run", False):
+            return {"skipped": "no proof in this run"}
+        url = spark_connect_url()
+        if url is None:
+            return {"skipped": f"no {SPARK_CONNECT_CONN_ID!r} connection: the proofs run by spark-submit"}
+        try:
+            seconds = connect.warm(url)
+        except Exception as exc:  # noqa: BLE001 — warming is an optimisation, never a gate
+            self.log.warning("could not warm the Spark Connect server: %s", str(exc).splitlines()[0] if str(exc) else exc)
+            return {"warmed": False}
+        self.log.info("Spark Connect server answered in %.2fs", seconds)
+        return {"warmed": True, "seconds": round(seconds, 3)}
+
+
 class ParitySparkSubmitOperator(MirrorbookBaseOperator):
     """Run one parity app and record its verdict.
 

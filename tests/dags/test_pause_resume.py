@@ -101,6 +101,18 @@ def test_a_misspelled_dry_run_is_refused_before_any_call(run_dag, dag_scratch, c
     assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
 
 
+def test_proofs_that_could_not_run_are_refused_before_anything_changes(run_dag, dag_scratch, connect_b_url,
+                                                                       monkeypatch):
+    # spark-submit to a cluster master would get paths of this worker: refused up front, naming the way out.
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "yarn"}')
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", raising=False)
+    before = states(connect_b_url, dag_scratch.flow)
+    run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "parity": "spark"})
+    assert run.state == "failed" and run.task_states()["validate_params"] == "failed"
+    assert 'on master "yarn"' in run.failure() and "spark_connect_default" in run.failure()
+    assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
+
+
 def test_second_runbook_on_a_locked_flow_is_refused(run_dag, dag_scratch, connect_b_url, audit, use_topology):
     holder = LockHolder(run_id="manual__other-run", dag_id="mm2_offsets", user="alice")
     audit.acquire_lock(dag_scratch.flow.name, holder)

@@ -18,6 +18,8 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
+from mirrorbook.bounds import shown
+from mirrorbook.errors import Refused
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
@@ -202,3 +204,33 @@ def spark_connect_url() -> str | None:
     except AirflowNotFoundException:
         return None
     return SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
+
+
+def spark_submit_master() -> str:
+    """The master spark-submit would use: the Spark connection's, as the provider reads it, else ours."""
+    try:
+        conn = BaseHook.get_connection(SPARK_CONN_ID)
+    except AirflowNotFoundException:
+        return submit.DEFAULT_MASTER  # the operator runs locally without the connection
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = conn.host
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    return f"{master}:{conn.port}" if conn.port else master
+
+
+def check_proof_engine(params: Any) -> None:
+    """Refuse, before anything changes, a run whose proofs could not run: spark-submit to a non-local master
+    gets snapshot paths of this worker it cannot read (and writes its verdict where this worker cannot
+    read it back)."""
+    if getattr(params, "parity", "off") == "off" or getattr(params, "dry_run", False):
+        return
+    if spark_connect_url() is not None:
+        return
+    master = spark_submit_master()
+    if not master.startswith("local"):
+        raise Refused(f"parity=spark would run the proofs by spark-submit on master {shown(master)}, which cannot "
+                      "read this worker's snapshot files nor return its verdict to them",
+                      f"configure a Spark Connect connection ({SPARK_CONNECT_CONN_ID!r}, type spark_connect) — the "
+                      "proofs then need no shared disk — or point the Spark connection at a local master, "
+                      "or run with parity=off")

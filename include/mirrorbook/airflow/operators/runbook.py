@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
+from mirrorbook.airflow.operators.parity import check_proof_engine
 from mirrorbook.audit import AuditStore, anchors
 from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
@@ -33,7 +34,7 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
 
     Every key of the run's parameters must be one the runbook knows (a misspelled `dryrun` is refused,
     never ignored); sizes are checked before anything is parsed; what can be checked up front (the flow,
-    a snapshot to restore) is; warnings (e.g. a group pattern matching nothing) go into the plan."""
+    a snapshot to restore, whether the proofs can run where they are configured to) is."""
 
     deadline_s = 120.0
 
@@ -45,6 +46,7 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
                 step.note(runbook=self.params_model.__name__)
                 parsed = parse(self.params_model, raw, self.hook.topology)
                 warnings = parsed.preflight(_Preflight(rb.audit, self.hook.clients))
+                check_proof_engine(parsed)
                 step.note(params=parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), warnings=warnings)
         except Refused as exc:
             raise AirflowFailException(str(exc)) from exc

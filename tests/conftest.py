@@ -39,13 +39,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # SparkSubmitOperator runs `spark-submit` from PATH: the venv's (pyspark's), on local[2].
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark", "host": "local[2]"}'
-    config.addinivalue_line("markers", "stack_down: takes the session devstack down; run after every other test")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`stack_down` tests run last (a stable sort keeps every other order): nothing after them needs the
-    session stack, so they need not bring it back up (a second start of everything, the Spark server too)."""
-    items.sort(key=lambda item: item.get_closest_marker("stack_down") is not None)
 
 
 TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2,

@@ -32,6 +32,8 @@ def airflow_env(devstack: DevStack, airflow_db: None) -> dict[str, str]:
     """The devstack's topology and its Airflow connections (as AIRFLOW_CONN_* variables)."""
     env = {"MIRRORBOOK_TOPOLOGY": str(devstack.topology_path)}
     for conn_id, spec in json.loads(devstack.connections_path.read_text()).items():
+        if spec.get("conn_type") == "spark_connect":
+            continue  # the proofs' engine is each test's choice (spark-submit unless it sets the connection)
         env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(spec)
     os.environ.update(env)
     return env

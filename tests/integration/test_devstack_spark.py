@@ -111,9 +111,8 @@ def test_taken_port_is_named_before_the_server_starts(tmp_path: Path):
     assert not (tmp_path / "logs").exists()  # nothing was launched
 
 
-@pytest.mark.stack_down
 def test_down_stops_exactly_the_server_it_started(devstack, spark_connect):
-    """Run last in the session (the `stack_down` marker): it leaves the session stack down."""
+    """`down` on the session stack, then `up` again: the tests (and fixture teardowns) after this one need it."""
     state = devstack.require()
     server = state.spark.process
     assert server.pid == spark_connect.pid and server.alive()
@@ -126,3 +125,5 @@ def test_down_stops_exactly_the_server_it_started(devstack, spark_connect):
     assert ports.is_free(int(spark_connect.url.rsplit(":", 1)[1]), "127.0.0.1")
     status = json.loads(_cli(devstack, "status", "--json"))["spark_connect"]
     assert (status["url"], status["pid"], status["alive"]) == (spark_connect.url, None, False)
+    devstack.up(overrides={"spark": True})  # the same ports: the session's URLs stay valid
+    assert devstack.require().spark.url == spark_connect.url

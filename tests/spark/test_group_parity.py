@@ -128,7 +128,8 @@ def test_over_spark_connect_the_server_reads_nothing_from_this_disk(spark_connec
             return df
 
     args = app.parse_args(spec.application_args)
-    code = common.run_app(app.APP, args, app.body(args, Vanishing()), spark=connect.session(spark_connect.url))
+    with connect.client_mode():
+        code = common.run_app(app.APP, args, app.body(args, Vanishing()), spark=connect.session(spark_connect.url))
     summary = submit.ParitySummary.model_validate_json(spec.summary_path.read_text())
     assert code == 0 and summary.passed and summary.master == "spark-connect", summary.failure_message()
     assert not snap.expected.exists() and not snap.actual.exists()

@@ -11,14 +11,34 @@ never on a command line or in a log line of ours.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 from mirrorbook.parity.submit import ParitySummary, SparkJobError, SparkSubmitSpec
 
 COMMON = "parity_common"  # the name the apps import their shared plumbing by
+# pyspark marks a process as a Spark Connect client in os.environ; every subprocess inherits it.
+CLIENT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+
+
+@contextmanager
+def client_mode() -> Iterator[None]:
+    """pyspark keeps its "this process is a Spark Connect client" mark in os.environ, which a spark-submit
+    started later by the same process (dag.test() runs every task in one) inherits — and its driver then
+    tries to be a Connect client too. Keep the mark only while our client work runs."""
+    before = {k: os.environ.get(k) for k in CLIENT_MARKS}
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def load_app(application: str | Path) -> ModuleType:
@@ -52,7 +72,8 @@ def warm(url: str) -> float:
     before a runbook needs a verdict from it. Returns the seconds it took."""
     import time
     started = time.monotonic()
-    session(url).range(1).count()
+    with client_mode():
+        session(url).range(1).count()
     return time.monotonic() - started
 
 
@@ -63,11 +84,10 @@ def run(spec: SparkSubmitSpec, url: str) -> ParitySummary:
     args = app.parse_args(spec.application_args)
     spec.output_dir.mkdir(parents=True, exist_ok=True)
     spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict
-    spark = session(url)
-    for key, value in spec.conf.items():
-        if key.startswith("spark.sql."):  # session-level settings; the rest belong to the server's launch
-            spark.conf.set(key, value)
-    code = common.run_app(app.APP, args, app.body(args, common.Arrow()), spark=spark)
+    # spec.conf is for a spark-submit of our own; the server runs with its own settings (and the session
+    # is shared by every job of this process, so no job changes them for the next).
+    with client_mode():
+        code = common.run_app(app.APP, args, app.body(args, common.Arrow()), spark=session(url))
     if not spec.summary_path.is_file():
         raise SparkJobError(f"{spec.name} over Spark Connect ({url.split(';')[0]}) left no summary")
     summary = ParitySummary.model_validate_json(spec.summary_path.read_text())

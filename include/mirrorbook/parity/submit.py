@@ -273,6 +273,8 @@ def spark_submit_path() -> str:
 def local_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """pip's pyspark finds its SPARK_HOME through `python3` on PATH, which may not be this venv's."""
     env = dict(os.environ if base is None else base)
+    for mark in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):  # a Connect client's marks: never a submit's
+        env.pop(mark, None)
     if "SPARK_HOME" not in env:
         try:
             import pyspark

@@ -69,18 +69,21 @@ class SparkConnectServer:
 
 
 @pytest.fixture(scope="session")
-def spark_connect(devstack: DevStack) -> SparkConnectServer:
+def spark_connect(devstack: DevStack) -> Iterator[SparkConnectServer]:
     """The session stack's Spark Connect server, added by the first test that asks (others never pay for it).
 
     `up` with `spark` (what `devstack up --spark` passes) is a reconciler: on the running stack only the
-    server starts. The session's `down` stops it with the rest.
+    server starts. The session's `down` stops it with the rest — after this process's client session is
+    closed, or pyspark would retry releasing it at exit against a server that is gone.
     """
     others = {n: p.pid for n, p in devstack.require().processes().items() if n != "spark-connect"}
     result = devstack.up(overrides={"spark": True})
     state = devstack.require()
     assert state.spark is not None and state.spark.process is not None
-    return SparkConnectServer(url=state.spark.url, pid=state.spark.process.pid, started=result["started"],
-                              others_before=others)
+    yield SparkConnectServer(url=state.spark.url, pid=state.spark.process.pid, started=result["started"],
+                             others_before=others)
+    from mirrorbook.parity import connect
+    connect.close()
 
 
 @pytest.fixture(scope="session")

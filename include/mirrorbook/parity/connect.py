@@ -67,6 +67,17 @@ def session(url: str) -> Any:
     return SparkSession.builder.remote(url).getOrCreate()
 
 
+def close() -> None:
+    """End this process's session while its server is up. pyspark otherwise releases it at exit, retrying
+    with backoff against a server that may be gone by then (minutes of a process that will not exit)."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    with client_mode():
+        active = RemoteSession.getActiveSession()
+        if active is not None:
+            active.stop()
+
+
 def warm(url: str) -> float:
     """Open the session and run a trivial query, so the server has JIT-compiled and planned something
     before a runbook needs a verdict from it. Returns the seconds it took."""

@@ -16,6 +16,8 @@ from typing import Iterator
 
 import pytest
 
+from mirrorbook.connect.client import ConnectClient
+from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -151,5 +153,9 @@ def scratch_flow(devstack: DevStack, admin_a: KafkaAdmin, unique: str) -> Iterat
     admin_a.create_topics({topic: 2})
     topology = devstack.alias_flow(alias, topics=re.escape(topic))
     scratch = ScratchFlow(topology, alias, topic)
+    # The topic exists before the flow, so its source gets a task: wait for it, or a test that
+    # compares states before and after would see MM2's own task assignment as a change.
+    with ConnectClient(devstack.require().workers[scratch.flow.connect_cluster].url) as client:
+        wait_for(client, scratch.flow.connectors.source, "RUNNING", min_tasks=1)
     yield scratch
     devstack.remove_flow(scratch.flow)

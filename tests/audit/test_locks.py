@@ -46,16 +46,17 @@ def test_stale_holder_is_taken_over_and_audited(store: AuditStore) -> None:
     store.acquire_lock("A->B", FIRST)
     asked: list[LockHolder] = []
     with pytest.raises(FlowLocked):
-        store.acquire_lock("A->B", SECOND, is_stale=lambda h: asked.append(h) or False)
+        store.acquire_lock("A->B", SECOND, is_stale=lambda h: asked.append(h) or None)
     assert asked == [FIRST]
     assert store.events(action="lock.takeover") == []
 
-    assert store.acquire_lock("A->B", SECOND, is_stale=lambda h: h.run_id == "manual__1") == SECOND
+    assert store.acquire_lock("A->B", SECOND, is_stale=lambda h: "its DAG run failed" if h.run_id == "manual__1" else None) == SECOND
     assert store.lock_holder("A->B") == SECOND
     [event] = store.events(action="lock.takeover")
     assert (event.flow, event.run_id, event.user, event.mutating) == ("A->B", "manual__2", "bob", False)
     assert event.state_before["holder"]["run_id"] == "manual__1"
     assert event.state_after["holder"]["run_id"] == "manual__2"
+    assert event.details["reason"] == "the previous holder, run manual__1, is gone: its DAG run failed"
     assert store.verify().ok
 
 

@@ -107,17 +107,20 @@ class Run:
         return "\n".join(e for e in errors if e)
 
 
+def full_conf(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
+    """Every param explicitly: dag.test() runs tasks in its process, and a run's conf can stick to the
+    cached task params of the next run; explicit params keep runs independent (as real runs are).
+    Spark parity costs ~20 s a job: tests opt in with parity="spark" where they check it."""
+    return {**dag.params.dump(), **({"parity": "off"} if "parity" in dag.params else {}), **conf}
+
+
 @pytest.fixture
 def run_dag(dagbag: Any, audit: AuditStore):
     def run(dag_id: str, conf: dict[str, Any], *, rerun_of: Run | None = None, mark_success: str | None = None) -> Run:
         """Run a DAG with dag.test(). `rerun_of` clears that run and runs it again under the same run id
         (what clearing a DAG run in Airflow does); `mark_success` marks matching tasks done without running."""
         dag = dagbag.get_dag(dag_id)
-        # dag.test() runs tasks in this process, and a run's conf can stick to the cached task params
-        # of the next run; passing every param explicitly keeps runs independent (as real runs are).
-        # Spark parity costs ~20 s a job: tests opt in with parity="spark" where they check it.
-        full = {**dag.params.dump(), **({"parity": "off"} if "parity" in dag.params else {}), **conf}
-        kw: dict[str, Any] = {"run_conf": full}
+        kw: dict[str, Any] = {"run_conf": full_conf(dag, conf)}
         if rerun_of is not None:
             kw["logical_date"], kw["run_after"] = rerun_of.dag_run.logical_date, rerun_of.dag_run.run_after
         if mark_success:

@@ -8,6 +8,11 @@ by making sure both flows replicate and both clusters are up. The one that kills
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 from datetime import datetime, timezone
 import time
@@ -36,7 +41,7 @@ from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
-from tests.conftest import stack_settings
+from tests.conftest import REPO, stack_settings
 from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, seqs, wait_mirrored
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -239,6 +244,101 @@ def test_crash_between_translate_and_write_then_clear_converges(fo, run_dag, aud
         assert got == {TP(f"A.{tp.topic}", tp.partition): (None if o == 80 else o) for tp, o in before[g].items()}
     again = run_dag("mm2_failover", _conf(tag), rerun_of=crashed)
     assert again.mutating_calls() == cleared.mutating_calls()
+
+
+def _audit_file() -> str:
+    from sqlalchemy.engine import make_url
+
+    from mirrorbook.audit.database import default_url
+    url = make_url(default_url())
+    assert url.get_backend_name() == "sqlite", "this scene holds the SQLite store's write lock"
+    return str(url.database)
+
+
+def _kill_between_write_and_outcome(proc: subprocess.Popen, admin_b: KafkaAdmin, deadline_s: float = 240.0
+                                    ) -> dict:
+    """Hold the audit store's write lock at a moment a group's intent is committed and its outcome is not:
+    the group's offsets land on B, its outcome cannot be recorded — then SIGKILL the run's process."""
+    db = sqlite3.connect(_audit_file(), timeout=60, isolation_level=None)
+    end = time.monotonic() + deadline_s
+    try:
+        while time.monotonic() < end and proc.poll() is None:
+            db.execute("BEGIN IMMEDIATE")  # the writer's lock: the run's next audit write waits on it
+            row = db.execute("SELECT event_id, expect FROM audit_intents WHERE action = 'groups.alter_offsets'"
+                             " AND run_id LIKE 'manual__%'").fetchone()
+            if row is None:
+                db.execute("ROLLBACK")
+                time.sleep(0.002)
+                continue
+            expect = json.loads(row[1])
+            [(group, rows)] = expect["groups"].items()
+            want = {TP(t, p): o for t, p, o in rows}
+            eventually(lambda: admin_b.committed_offsets([group])[group] == want, timeout=20, interval=0.05)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            db.execute("ROLLBACK")
+            return {"intent": row[0], "group": group}
+        raise AssertionError(f"the run never had a write in flight (exit code {proc.poll()})")
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.close()
+
+
+def _fail_dag_run(run_id: str) -> None:
+    """What the scheduler does to a run whose task process died (a zombie task fails the run)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.run_id == run_id).one()
+        run.state = "failed"
+
+
+def test_a_run_killed_between_a_write_and_its_audit_record_is_settled_and_its_lock_taken_over(
+        fo, run_dag, audit: AuditStore, tmp_path: Path):
+    tag = f"wa{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end-3", "end-7", "5", "end"] * 3, topics=1, partitions=2, records=40)
+    admin_a, admin_b, _, b = _admins(fo)
+    before = _source_positions(admin_a, groups)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.dags.dag_process", "mm2_failover", json.dumps(_conf(tag))],
+                            cwd=REPO, env=os.environ, start_new_session=True,
+                            stdout=(tmp_path / "killed.log").open("w"), stderr=subprocess.STDOUT)
+    killed = _kill_between_write_and_outcome(proc, admin_b)
+    [intent] = audit.open_intents(flows=["A->B"])
+    assert intent.event_id == killed["intent"]
+    dead = intent.run_id
+    assert [e.result for e in audit.events(run_id=dead, action="groups.alter_offsets")
+            if e.request.path.endswith("/" + killed["group"])] == ["intent"]  # the write landed; no outcome
+
+    # The dead run still holds A->B and Airflow still calls it running: a new run is refused, changing nothing.
+    refused = run_dag("mm2_failover", _conf(tag))
+    assert refused.state == "failed" and f"locked by run {dead}" in refused.failure()
+    assert refused.mutating_calls() == 0
+
+    _fail_dag_run(dead)
+    run = run_dag("mm2_failover", _conf(tag))
+    assert run.state == "success", run.failure()
+    takeovers = run.events(action="lock.takeover")  # the flow and its reverse: a failover holds both
+    assert sorted(t.flow for t in takeovers) == ["A->B", "B->A"]
+    assert {(t.state_before["holder"]["run_id"], t.state_after["holder"]["run_id"]) for t in takeovers} == {
+        (dead, run.run_id)}
+    assert all("its DAG run of mm2_failover is failed" in t.details["reason"] for t in takeovers), [t.details for t in takeovers]
+    # Settled before anything else: the reconciliation precedes the run's first mutating call.
+    trail = run.events()
+    settled = [e for e in trail if e.details.get("intent") == killed["intent"]]
+    assert [(e.result, e.details["reconciled"], e.details["of_run"]) for e in settled] == [("ok", "applied", dead)]
+    first_change = next(e for e in trail if e.mutating and e.result == "intent")
+    assert settled[0].seq < first_change.seq
+    assert audit.open_intents(flows=["A->B"]) == []
+    # Every group written appears exactly once as applied, across both runs.
+    applied = [e.request.path.rsplit("/", 1)[-1] for r in (dead, run.run_id)
+               for e in audit.events(run_id=r, action="groups.alter_offsets") if e.result == "ok"]
+    assert sorted(applied) == sorted(groups)
+    for g in groups:
+        got = next_seqs_as_group(b, g, [TP(f"A.{tp.topic}", tp.partition) for tp in before[g]])
+        assert got == {TP(f"A.{tp.topic}", tp.partition): (None if o == 40 else o) for tp, o in before[g].items()}
+    assert audit.verify().ok
 
 
 def test_planned_drain_timeout_fails_clearly_with_an_active_group_on_a(fo, run_dag):

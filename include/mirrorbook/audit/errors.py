@@ -44,6 +44,7 @@ class FlowLocked(AuditError):
 
     def __init__(self, flow: str, holder: "LockHolder") -> None:
         super().__init__(f"flow {cut(flow)} is locked by {holder.describe()}",
-                         f"wait for that run to finish; if it is dead: mirrorbook audit unlock '{cut(flow)}'")
+                         "wait for that run to finish (a run that died is taken over by the next one once "
+                         f"Airflow marks it failed); to release it now: mirrorbook audit unlock '{cut(flow)}'")
         self.flow = flow
         self.holder = holder

@@ -9,7 +9,8 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from mirrorbook.audit.codec import format_time, to_utc, utf8_tree, utcnow
 
 Kind = Literal["step", "call"]
-Result = Literal["ok", "noop", "planned", "refused", "error"]
+# "intent": a mutating call about to be made (write-ahead); its outcome follows as ok or error.
+Result = Literal["ok", "noop", "planned", "refused", "error", "intent"]
 # Results of events that changed (or may have changed) something; planned/noop/refused changed nothing.
 CHANGING_RESULTS: tuple[Result, ...] = ("ok", "error")
 # Serialized in the store's own fixed-width form, so exports match what was hashed.
@@ -91,6 +92,18 @@ class LockHolder(_Model):
     def describe(self) -> str:
         return (f"run {self.run_id} of DAG {self.dag_id or '?'} (triggered by {self.user or '?'}) "
                 f"since {format_time(self.acquired_at)}")
+
+
+class OpenIntent(_Model):
+    """A mutating call recorded as about to be made whose outcome was never recorded."""
+
+    event_id: str
+    flow: str | None
+    run_id: str
+    task_id: str | None
+    action: str
+    expect: dict[str, Any] = Field(description="what the call leaves in place, as the runbook can check it")
+    created_at: UtcDatetime
 
 
 class SnapshotInfo(_Model):

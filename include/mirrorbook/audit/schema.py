@@ -63,6 +63,19 @@ flow_locks = Table(
     Column("acquired_at", _Time, nullable=False),
 )
 
+# Write-ahead: a mutating call's intent is recorded (in the chain, and here) before the call is made, and
+# its row deleted in the transaction that records the outcome. A row left here is a call whose outcome
+# nobody saw (the process died): the next run holding the flow checks it against the real state.
+intents = Table(
+    "audit_intents", metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("flow", String(250)), Column("run_id", String(250), nullable=False), Column("task_id", String(250)),
+    Column("action", String(100), nullable=False),
+    Column("expect", Text, nullable=False, info=DATA_JSON),  # what the call leaves in place, checkable later
+    Column("created_at", _Time, nullable=False),
+    Index("ix_audit_intents_flow", "flow"), Index("ix_audit_intents_run", "run_id"),
+)
+
 run_progress = Table(
     "audit_run_progress", metadata,
     Column("run_id", String(250), primary_key=True), Column("key", String(250), primary_key=True),

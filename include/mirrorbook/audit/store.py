@@ -16,12 +16,12 @@ from typing import Any, Callable, Iterator
 
 from sqlalchemy import select
 
-from mirrorbook.audit import chain, history, locks, schema, snapshots
+from mirrorbook.audit import chain, history, intents, locks, schema, snapshots
 from mirrorbook.audit.codec import format_time, lookup, utcnow
 from mirrorbook.audit.database import Database, default_url
 from mirrorbook.audit.errors import EventNotFound, FlowLocked
 from mirrorbook.audit.models import (Artifact, AuditEvent, AuditRecord, ChainHead, GroupPosition, LockHolder,
-                                     MetricsSample, Snapshot, SnapshotInfo, VerifyResult)
+                                     MetricsSample, OpenIntent, Snapshot, SnapshotInfo, VerifyResult)
 from mirrorbook.bounds import shown
 
 TAKEOVER_ATTEMPTS = 3
@@ -62,6 +62,30 @@ class AuditStore:
     def record(self, **fields: Any) -> AuditRecord:
         """`append(AuditEvent(**fields))`."""
         return self.append(AuditEvent(**fields))
+
+    # -- write-ahead: intent before a mutating call, outcome after -------------------------------
+    def begin_intent(self, event: AuditEvent, expect: dict[str, Any]) -> AuditRecord:
+        """Record a mutating call before it is made (`event.result == "intent"`) and keep it open, with
+        `expect` — what the call leaves in place — until `close_intent` records its outcome."""
+        with self._db.write() as conn:
+            record = chain.append(conn, event)
+            intents.insert(conn, record, expect)
+            return record
+
+    def close_intent(self, intent_id: str, outcome: AuditEvent) -> AuditRecord | None:
+        """Record the outcome of an open intent (linked by `details.intent`) and close it, in one transaction.
+        None when the intent was closed already: its outcome is on record once, never twice."""
+        outcome = outcome.model_copy(update={"details": {**outcome.details, "intent": intent_id}})
+        with self._db.write() as conn:
+            if not intents.delete(conn, intent_id):
+                return None
+            return chain.append(conn, outcome)
+
+    def open_intents(self, run_id: str | None = None, task_id: str | None = None,
+                     flows: list[str] | None = None) -> list[OpenIntent]:
+        """Intents without an outcome: those of `run_id`'s task `task_id`, and with `flows`, any run's on them."""
+        with self._db.read() as conn:
+            return [intents.to_intent(r) for r in conn.execute(intents.query(run_id, task_id, flows))]
 
     def iter_events(self, run_id: str | None = None, flow: str | None = None, action: str | None = None,
                     mutating: bool | None = None, since: datetime | None = None, limit: int | None = None,
@@ -127,12 +151,14 @@ class AuditStore:
 
     # -- per-flow locks -------------------------------------------------------------------------
     def acquire_lock(self, flow: str, holder: LockHolder,
-                     is_stale: Callable[[LockHolder], bool] | None = None) -> LockHolder:
+                     is_stale: Callable[[LockHolder], str | None] | None = None) -> LockHolder:
         """Take the flow's lock for `holder.run_id`; returns the effective holder.
 
         Re-entrant for the same run id (task retries keep the original holder). Held by another run:
-        `FlowLocked`, unless `is_stale(current)` says that run is gone — then the lock is taken over
-        and the takeover is audited. `is_stale` runs outside any transaction (it may call Airflow).
+        `FlowLocked`, unless `is_stale(current)` says why that run is gone — then the lock is taken over
+        (compare-and-swap: never two holders) and the takeover is audited with both holders and that
+        reason. `is_stale` returns None while the holder may be alive; it runs outside any transaction
+        (it may call Airflow).
         """
         flow_key = locks.key(flow)
         for _ in range(TAKEOVER_ATTEMPTS):
@@ -143,12 +169,13 @@ class AuditStore:
                     return holder
             if locks.same_run(current, holder):
                 return current
-            if is_stale is None or not is_stale(current):
+            gone = is_stale(current) if is_stale is not None else None
+            if not gone:
                 raise FlowLocked(flow_key, current)  # named as listings show it: `audit unlock` takes that
             with self._db.write() as conn:
                 if locks.replace(conn, flow_key, current, holder):
                     chain.append(conn, _lock_event("lock.takeover", flow, current, holder, holder.user,
-                                                   "the previous holder was reported stale"))
+                                                   f"the previous holder, run {current.run_id}, is gone: {gone}"))
                     return holder
         with self._db.read() as conn:
             raise FlowLocked(flow_key, locks.holder(conn, flow_key) or current)

@@ -84,6 +84,11 @@ class ConnectorOffsets(BaseModel):
     def to_body(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
+    def by_partition(self) -> dict[str, Any]:
+        """Offset per source partition, keyed by the partition as canonical JSON (comparable across reads)."""
+        import json
+        return {json.dumps(e.partition, sort_keys=True): e.offset for e in self.offsets}
+
     def sorted(self) -> "ConnectorOffsets":
         """A canonical order, so two listings of the same offsets compare equal."""
         import json

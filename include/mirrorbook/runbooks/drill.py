@@ -46,6 +46,7 @@ from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
 from mirrorbook.runbooks.engine import GateRefused, Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
+from mirrorbook.runbooks.intents import GroupOffsets, GroupsAbsent, TopicsExist
 from mirrorbook.runbooks.params import FailoverParams, FlowParams, parse
 from mirrorbook.topology import FlowSpec, Topology
 
@@ -223,12 +224,14 @@ def run_canary(rb: Runbook, clients: Clients, topology: Topology, params: DrillP
             step.mutate("topics.create", lambda: admin.create_topics({t: params.partitions for t in missing}),
                         method="CreateTopics", path=f"kafka://{flow.source}/topics",
                         body={"topics": missing, "partitions": params.partitions},
-                        precondition="the drill's canary topics do not exist yet")
+                        precondition="the drill's canary topics do not exist yet",
+                        expect=TopicsExist(cluster=flow.source, topics=missing))
         tps = admin.partitions(topics)
         start = admin.high_watermarks(tps)
         step.mutate("groups.alter_offsets", lambda: _park(admin, groups, start), method="AlterConsumerGroupOffsets",
                     path=f"kafka://{flow.source}/groups", body={"groups": groups, "partitions": len(tps)},
-                    precondition="this run's new canary groups start at the topics' ends")
+                    precondition="this run's new canary groups start at the topics' ends",
+                    expect=GroupOffsets.of(flow.source, {g: start for g in groups}))
         state = _produce_and_consume(rb, clients, flow, params, tps, start, groups, before.state.value)
         rb.progress_set(CANARY_KEY, state.model_dump(mode="json"))
         step.settle({"produced": state.produced, "consumed": state.consumed_on_a,
@@ -444,7 +447,8 @@ def _delete_groups(rb: Runbook, clients: Clients, flow: FlowSpec, groups: list[s
             if present:
                 step.mutate("groups.delete", lambda a=admin, p=present: a.delete_groups(p), method="DeleteGroups",
                             path=f"kafka://{cluster}/groups", body={"groups": present},
-                            precondition="the drill's own canary groups, stopped by the drill")
+                            precondition="the drill's own canary groups, stopped by the drill",
+                            expect=GroupsAbsent(cluster=cluster, groups=present))
 
 
 # -- 10. report ------------------------------------------------------------------------------------

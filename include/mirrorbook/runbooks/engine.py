@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from pydantic import BaseModel, Field
 
-from mirrorbook.audit import AuditStore
+from mirrorbook.audit import AuditEvent, AuditStore
 from mirrorbook.audit.models import RequestSummary
 from mirrorbook.connect.client import Call, ConnectClient
 from mirrorbook.connect.errors import ConnectError
@@ -102,36 +102,52 @@ class Step:
         return sid
 
     def mutate(self, action: str, do: Callable[[], T], *, method: str, path: str, body: Any = None,
-               precondition: str) -> T | None:
-        """Perform (and audit) one mutating call — or, in a dry run, only plan it."""
+               precondition: str, expect: BaseModel) -> T | None:
+        """Perform (and audit) one mutating call — or, in a dry run, only plan it.
+
+        Write-ahead: the intent (the call, its precondition, its snapshot link, and `expect` — what the call
+        leaves in place, see runbooks/intents.py) is committed before the call is made, its outcome after.
+        A process killed in between leaves the intent open for the next attempt to check and record."""
         summary = summarize_body(body)
+        request = RequestSummary(method=method, path=path, body=summary)
         if self.rb.dry_run:
             planned = PlannedCall(action=action, method=method, path=path, body=summary, precondition=precondition)
             self.outcome.planned.append(planned)
             self.rb._event(action=action, kind="call", result="planned", mutating=True, flow=self.flow,
-                           request=RequestSummary(method=method, path=path, body=summary),
-                           details={"precondition": precondition})
+                           request=request, details={"precondition": precondition})
             log.info("[dry run] would %s", planned.describe())
             return None
         started = _now()
+        intent = self.rb.audit.begin_intent(
+            self.rb.event(action=action, kind="call", result="intent", mutating=True, flow=self.flow,
+                          request=request, started_at=started, snapshot_id=self.outcome.snapshot_id,
+                          details={"precondition": precondition}),
+            expect.model_dump(mode="json"))
         try:
             out = do()
         except Exception as exc:
             status = exc.status if isinstance(exc, ConnectError) else None
-            self.rb._event(action=action, kind="call", result="error", mutating=True, flow=self.flow,
-                           request=RequestSummary(method=method, path=path, body=summary, status=status),
-                           error=str(exc), started_at=started, details={"precondition": precondition})
+            self.rb.audit.close_intent(intent.event_id, self.rb.event(
+                action=action, kind="call", result="error", mutating=True, flow=self.flow,
+                request=request.model_copy(update={"status": status}), error=str(exc), started_at=started,
+                details={"precondition": precondition}))
             raise
         self.outcome.mutations += 1
-        self.rb._event(action=action, kind="call", result="ok", mutating=True, flow=self.flow,
-                       request=RequestSummary(method=method, path=path, body=summary), started_at=started,
-                       snapshot_id=self.outcome.snapshot_id, details={"precondition": precondition})
+        self.rb.audit.close_intent(intent.event_id, self.rb.event(
+            action=action, kind="call", result="ok", mutating=True, flow=self.flow, request=request,
+            started_at=started, snapshot_id=self.outcome.snapshot_id, details={"precondition": precondition}))
         return out
 
-    def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str) -> T | None:
-        """`mutate` for a Connect REST call."""
+    def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str,
+                expect: BaseModel | None = None) -> T | None:
+        """`mutate` for a Connect REST call; a pause/resume/stop/restart expects the state it asks for."""
+        from mirrorbook.runbooks.intents import of_call  # intents.py reconciles through this module
+
+        expect = expect or of_call(call)
+        if expect is None:
+            raise ValueError(f"{call.method} {call.path}: say what the call leaves in place (expect=...)")
         return self.mutate(action, lambda: client.run(call), method=call.method, path=call.path, body=call.body,
-                           precondition=precondition)
+                           precondition=precondition, expect=expect)
 
 
 class Runbook:
@@ -143,9 +159,13 @@ class Runbook:
         self.dry_run = dry_run
         self.outcomes: list[StepOutcome] = []
 
-    def _event(self, **fields: Any) -> None:
-        self.audit.record(run_id=self.info.run_id, dag_id=self.info.dag_id, task_id=self.info.task_id,
+    def event(self, **fields: Any) -> AuditEvent:
+        """An event of this run's task, as its steps record them."""
+        return AuditEvent(run_id=self.info.run_id, dag_id=self.info.dag_id, task_id=self.info.task_id,
                           user=self.info.user, **fields)
+
+    def _event(self, **fields: Any) -> None:
+        self.audit.append(self.event(**fields))
 
     @contextmanager
     def step(self, action: str, flow: str | None) -> Iterator[Step]:

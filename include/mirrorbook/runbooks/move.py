@@ -29,6 +29,7 @@ from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
 from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
+from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology
@@ -256,7 +257,8 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPl
             step.mutate("groups.alter_offsets", lambda g=g: _alter(admin, g, diff[g]),
                         method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
                         body={"partitions": len(diff[g]), "offsets": sample},
-                        precondition=f"group {g} is {info[g].state} with no members on {plan.to_cluster}")
+                        precondition=f"group {g} is {info[g].state} with no members on {plan.to_cluster}",
+                        expect=GroupOffsets.of(plan.to_cluster, {g: diff[g]}))
         _mark(rb, "written_at")
         step.settle({"written_groups": sorted(diff)})
     return step.outcome

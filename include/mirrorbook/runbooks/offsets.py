@@ -19,6 +19,7 @@ from mirrorbook.errors import Verdict
 from mirrorbook.runbooks.connectors import TARGET_ACTION, connector_state
 from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
 from mirrorbook.runbooks.files import artifacts_dir
+from mirrorbook.runbooks.intents import ConnectorOffsetsAre
 from mirrorbook.runbooks.parity import keep_connector_offsets
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
@@ -71,8 +72,8 @@ def _expected_after(action: str, current: ConnectorOffsets, change: ConnectorOff
         return {}
     if action == "restore":
         assert snapshot is not None
-        return {k: e.offset for k, e in _index(snapshot).items()}
-    after = {k: e.offset for k, e in _index(current).items()}
+        return snapshot.by_partition()
+    after = current.by_partition()
     for e in change.offsets:  # type: ignore[union-attr]
         if e.offset is None:
             after.pop(_key(e.partition), None)
@@ -153,10 +154,10 @@ def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str
             if effect:
                 precondition += f"; effect on replication: {effect}"
             call = (Endpoints.reset_offsets(name) if change == RESET else Endpoints.alter_offsets(name, change))
+            expected = _expected_after(action, current, change, snapshot)
             step.connect(client, call, action="offsets.reset" if change == RESET else f"offsets.{action}",
-                         precondition=precondition)
+                         precondition=precondition, expect=ConnectorOffsetsAre(connector=name, offsets=expected))
             if not rb.dry_run:
-                expected = _expected_after(action, current, change, snapshot)
                 keep_connector_offsets(rb, flow, name, expected, _verify(client, name, expected))
         _restore_state(rb, step, client, name, previous, state_now, timeout_s)
         rb.progress_set(resume_key, None)
@@ -167,7 +168,7 @@ def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str
 
 def _verify(client: ConnectClient, name: str, expected: dict[str, Any]) -> dict[str, Any]:
     """Read the offsets back while the connector is still STOPPED (a running one moves them at once)."""
-    got = {k: e.offset for k, e in _index(client.get_offsets(name)).items()}
+    got = client.get_offsets(name).by_partition()
     if got != expected:
         missing = {k: v for k, v in expected.items() if got.get(k) != v}
         extra = {k: v for k, v in got.items() if k not in expected}

@@ -37,9 +37,9 @@ def new_runbook(action: str, flow: FlowSpec, caller: Caller, audit: AuditStore) 
 
 
 @contextmanager
-def locked(rb: Runbook, flow: FlowSpec) -> Iterator[None]:
+def locked(rb: Runbook, flow: FlowSpec, clients: Clients) -> Iterator[None]:
     try:
-        lock.acquire(rb, [flow])
+        lock.acquire(rb, [flow], clients)
     except GateRefused as exc:
         raise Locked(exc.message, exc.hint) from exc
     try:
@@ -52,7 +52,7 @@ def set_state(clients: Clients, flow: FlowSpec, action: StateAction, caller: Cal
               audit: AuditStore) -> tuple[Runbook, list[StepOutcome]]:
     """Pause or resume all three connectors of the flow; connectors already there are left alone."""
     rb = new_runbook(action, flow, caller, audit)
-    with locked(rb, flow):
+    with locked(rb, flow, clients):
         outcomes = clients.replication(flow).set_state(rb, ACTION_TARGET[action], timeout_s=WAIT_TIMEOUT_S)
     return rb, outcomes
 
@@ -69,7 +69,7 @@ def change_source_offsets(clients: Clients, flow: FlowSpec, action: OffsetsActio
     if backend.status(with_lag=False).connectors["source"].state != "STOPPED":
         raise NotStopped(not_stopped_message(name))
     rb = new_runbook(f"offsets.{action}", flow, caller, audit)
-    with locked(rb, flow):
+    with locked(rb, flow, clients):
         try:
             outcome = backend.change_own_offsets(rb, "source", action, requested=requested, timeout_s=WAIT_TIMEOUT_S)
         except GateRefused as exc:  # resumed by someone between our check and the engine's

@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
 from mirrorbook.audit import AuditStore
 from mirrorbook.errors import MirrorbookError, Refused, Verdict
+from mirrorbook.runbooks import intents
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.params import FormParams, parse
 from mirrorbook.topology import TopologyError
@@ -81,9 +82,13 @@ class RunbookTask:
         return self._parsed
 
     def runbook(self, context: Any, dry_run: bool | None = None) -> Runbook:
+        """The task's runbook. Before anything else, the calls an earlier attempt of this task made without
+        recording their outcome (it was killed) are checked against the clusters and recorded."""
         if dry_run is None:
             dry_run = bool(getattr(self.runbook_params(context), "dry_run", False))
-        return Runbook(run_info(context, self.task_id), self.audit(), dry_run=dry_run)  # type: ignore[attr-defined]
+        rb = Runbook(run_info(context, self.task_id), self.audit(), dry_run=dry_run)  # type: ignore[attr-defined]
+        guarded(lambda: intents.reconcile(rb, self.hook.clients, self.hook.topology.flows, held=False))
+        return rb
 
     def log_outcomes(self, rb: Runbook) -> dict[str, Any]:
         for o in rb.outcomes:

@@ -85,7 +85,9 @@ class FlowLockOperator(MirrorbookBaseOperator):
         rb = self.runbook(context)
         flow = params.flow_spec
         flows = [flow] + ([r] if self.with_reverse and (r := topology.reverse_of(flow)) else [])
-        guarded(lambda: lock.acquire(rb, flows))
+        # A run that died holding the lock left it behind: Airflow knows whether that run is over.
+        ti = context["ti"]
+        guarded(lambda: lock.acquire(rb, flows, self.hook.clients, ti.get_dagrun_state))
         return self.log_outcomes(rb)
 
     def _named_flows(self, context: Any) -> list[Any]:

@@ -21,7 +21,7 @@ def failed_roles(status: FlowStatus) -> list[str]:
 def restart_failed(rb: Runbook, clients: Clients, flow: FlowSpec, roles: list[str], timeout_s: float) -> list[str]:
     """Restart through the runbook engine (each call audited) under the flow's lock; one note per connector."""
     try:
-        lock.acquire(rb, [flow])
+        lock.acquire(rb, [flow], clients)
     except GateRefused as exc:
         return [f"not restarted: {exc.message}"]
     notes = []

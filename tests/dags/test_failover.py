@@ -619,6 +619,11 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
         assert {rows[(g, remote, p)]["offset"] for p in range(2)} == {seq_at[TP(remote, p)].get(
             committed[g][TP(topic, p)], on_b[TP(remote, p)]) for p in range(2)}
     assert report["plan"]["skipped"] == 0 and report["plan"]["skipped_max"] == 0
+    # With the source gone no position can be proven by records: each row is UNPROVABLE, counted apart.
+    proof = report["proof"]
+    assert proof["source"] == "unprovable" and "cannot be read" in proof["note"]
+    assert proof["totals"]["unprovable"] == len(report["rows"]) and {r["status"] for r in proof["rows"]} == {
+        "UNPROVABLE"}
     rpo = report["rpo"]  # 9 records per partition reached A and never B, sampled by the health check
     assert rpo["kind"] == "lower-bound" and rpo["records"] == 18 and rpo["unknown"], rpo
     assert report["rto_s"] is not None

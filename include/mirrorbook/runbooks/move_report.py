@@ -57,6 +57,8 @@ def render_report(report: dict[str, Any]) -> str:
                 lines.append(f"    {r['group']:<24} {r['target_topic']}-{r['source_partition']:<3} {r['status']} "
                              f"{r['n'] or ''} committed {r['target_offset']}, true {r['true_offset']}, "
                              f"plan {r['plan_offset']}")
+    elif proof.get("source") == "unprovable":
+        lines.append(f"  UNPROVABLE: {proof['totals']['unprovable']} group-partition(s) — {proof['note']}")
     elif proof:
         lines.append(f"  {proof['note']}")
     totals = report.get("plan") or {}

@@ -201,14 +201,28 @@ PROOF_ROW_KEYS = ("group", "source_topic", "source_partition", "target_topic", "
 LISTED_PROOF_ROWS = 200
 
 
-def move_proof(rb: Runbook) -> dict[str, Any]:
+UNPROVABLE_UNPLANNED = ("the source cluster cannot be read (unplanned): where each group resumes is the "
+                       "plan's position, from MM2's checkpoints and what was known before, not proven by records")
+
+
+def move_proof(rb: Runbook, plan: TranslationPlan | None = None) -> dict[str, Any]:
     """The groups' positions as the record proof of this run established them from both clusters' records
     (the report leads with these; the plan's figures stand beside them). Without a record proof the
-    report's figures are the plan's, and it says so."""
-    verdicts = [e for e in rb.audit.events(run_id=rb.info.run_id)
-                if e.kind == "step" and e.action == "step.parity.record_parity"
-                and e.details.get("status") in ("passed", "failed") and e.details.get("output")]
+    report's figures are the plan's, and it says so; an unplanned move cannot have one — each of its rows
+    is UNPROVABLE, with the reason, counted apart and never OK."""
+    events = [e for e in rb.audit.events(run_id=rb.info.run_id)
+              if e.kind == "step" and e.action == "step.parity.record_parity"]
+    verdicts = [e for e in events if e.details.get("status") in ("passed", "failed") and e.details.get("output")]
     boundaries = Path(verdicts[-1].details["output"]) / "boundaries" if verdicts else None
+    if (boundaries is None or not boundaries.exists()) and plan is not None and plan.mode == "unplanned":
+        rows = [{"group": r.group, "source_topic": r.source_topic, "source_partition": r.partition,
+                 "target_topic": r.target_topic, "source_committed": r.source_offset, "target_offset": None,
+                 "true_offset": None, "plan_offset": r.offset, "status": "UNPROVABLE", "n": None,
+                 "differs_from_plan": False} for r in plan.rows]
+        return {"source": "unprovable", "note": UNPROVABLE_UNPLANNED, "status": "unprovable",
+                "totals": {"rows": len(rows), "re_read": 0, "skipped": 0, "unprovable": len(rows), "missing": 0,
+                           "mismatch": 0, "differs_from_plan": 0},
+                "rows": rows[:LISTED_PROOF_ROWS]}
     if boundaries is None or not boundaries.exists():
         return {"source": "plan", "note": "unproven: these figures are the plan's (no record proof in this run)"}
     import pyarrow.parquet as pq

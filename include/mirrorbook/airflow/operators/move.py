@@ -76,7 +76,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         if move.direction == "failback" and not rb.dry_run:
             extra["divergence"] = failback.run_divergence(rb, clients, move.flow)
         if not rb.dry_run:
-            extra["proof"] = parity.move_proof(rb)
+            extra["proof"] = parity.move_proof(rb, plan)
         from mirrorbook.runbooks.report import run_report
 
         run = run_report(rb.audit, rb.info.run_id)

@@ -103,6 +103,10 @@ class Topology(_Strict):
     connect_clusters: dict[str, ConnectClusterSpec]
     flows: list[FlowSpec]
     groups: str = Field(default=".*", description="consumer groups managed by failover/failback (regex)")
+    spark_connect_connection_id: str | None = Field(
+        default=None, max_length=250, pattern=r"^[A-Za-z0-9_.\-]+$",
+        description="the Airflow connection (type spark_connect) whose server runs the proofs of this estate "
+                    "(a run's `spark_connect` param overrides it); unset: spark_connect_default when it exists")
 
     @field_validator("groups")
     @classmethod

@@ -111,6 +111,14 @@ def test_proofs_that_could_not_run_are_refused_before_anything_changes(run_dag, 
     assert run.state == "failed" and run.task_states()["validate_params"] == "failed"
     assert 'on master "yarn"' in run.failure() and "spark_connect_default" in run.failure()
     assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
+    # A Spark Connect connection named for the run that does not exist: refused, never a silent spark-submit.
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "parity": "spark",
+                                       "spark_connect": "spark_connect_dr_site"})
+    assert run.state == "failed" and run.task_states()["validate_params"] == "failed"
+    assert ('the Spark Connect connection "spark_connect_dr_site" named by the run\'s spark_connect parameter '
+            "does not exist") in run.failure()
+    assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
 
 
 def test_second_runbook_on_a_locked_flow_is_refused(run_dag, dag_scratch, connect_b_url, audit, use_topology):

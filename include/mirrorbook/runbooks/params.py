@@ -89,6 +89,13 @@ PARITY_FIELD = Field("spark", title="Parity proof",
                                  "off: only the step's own read-back")
 
 
+SPARK_CONNECT_FIELD = Field(None, title="Spark Connect connection",
+                            description="the Airflow connection (type spark_connect) whose server runs this run's "
+                                        "proofs; blank: the topology's `spark_connect_connection_id`, else "
+                                        "spark_connect_default when it exists, else spark-submit",
+                            max_length=250, pattern=r"^[A-Za-z0-9_.\-]*$")
+
+
 def _blank_to_none(v: Any) -> Any:
     return None if isinstance(v, str) and not v.strip() else v
 
@@ -104,6 +111,7 @@ class PauseResumeParams(ChangeParams):
         "all", title="Connectors", description="all three of the flow's connectors, or only one of them",
         json_schema_extra={"values_display": {"all": "all three", **CONNECTOR_CLASSES}})
     parity: Parity = PARITY_FIELD
+    spark_connect: str | None = SPARK_CONNECT_FIELD
 
 
 OFFSETS_EFFECTS = {
@@ -136,6 +144,7 @@ class OffsetsParams(ChangeParams):
     snapshot_id: str | None = Field(None, title="Snapshot id (restore)",
                                     description="the snapshot to re-apply, from `mirrorbook audit snapshots`")
     parity: Parity = PARITY_FIELD
+    spark_connect: str | None = SPARK_CONNECT_FIELD
 
     _parsed: ConnectorOffsets | None = None
 
@@ -255,6 +264,7 @@ class FailoverParams(MoveParams):
     start_reverse_flow: bool = Field(False, title="Start the reverse flow",
                                      description="start TARGET->SOURCE afterwards, ready for a later failback")
     parity: Parity = PARITY_FIELD
+    spark_connect: str | None = SPARK_CONNECT_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -270,6 +280,7 @@ class FailbackParams(MoveParams):
     restart_flow: bool = Field(True, title="Restart the original flow",
                                description="resume SOURCE->TARGET once the groups are back on SOURCE")
     parity: Parity = PARITY_FIELD
+    spark_connect: str | None = SPARK_CONNECT_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)

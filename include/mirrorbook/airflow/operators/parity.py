@@ -27,7 +27,7 @@ from mirrorbook.parity import connect, submit
 from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import load_plan, move_for
-from mirrorbook.topology import FlowSpec
+from mirrorbook.topology import FlowSpec, Topology
 
 SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
 # When this connection (the Spark provider's `spark_connect` type) exists, the proofs run on that server.
@@ -64,9 +64,10 @@ class WarmProofOperator(MirrorbookBaseOperator):
         params = self.runbook_params(context)
         if params.parity == "off" or getattr(params, "dry_run", False):
             return {"skipped": "no proof in this run"}
-        url = spark_connect_url()
+        conn_id, _ = spark_connect_choice(params, self.hook.topology)
+        url = spark_connect_url(conn_id)
         if url is None:
-            return {"skipped": f"no {SPARK_CONNECT_CONN_ID!r} connection: the proofs run by spark-submit"}
+            return {"skipped": f"no {conn_id!r} connection: the proofs run by spark-submit"}
         try:
             seconds = connect.warm(url)
         except Exception as exc:  # noqa: BLE001 — warming is an optimisation, never a gate
@@ -113,7 +114,7 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
-        summary = guarded(lambda: self._submit(spec))
+        summary = guarded(lambda: self._submit(spec, spark_connect_choice(params, self.hook.topology)[0]))
         guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check))
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
@@ -122,11 +123,11 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
         if self._submitting is not None:
             self._submitting.on_kill()
 
-    def _submit(self, spec: SparkSubmitSpec) -> ParitySummary:
+    def _submit(self, spec: SparkSubmitSpec, connect_conn_id: str) -> ParitySummary:
         """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit)."""
-        url = spark_connect_url()
+        url = spark_connect_url(connect_conn_id)
         if url is not None:
-            self.log.info("running %s on the Spark Connect server of connection %r", spec.name, SPARK_CONNECT_CONN_ID)
+            self.log.info("running %s on the Spark Connect server of connection %r", spec.name, connect_conn_id)
             return connect.run(spec, url)
         try:
             BaseHook.get_connection(self.conn_id)
@@ -197,13 +198,24 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
                                  source_options=java_client_options(src), target_options=java_client_options(dst))
 
 
-def spark_connect_url() -> str | None:
-    """The sc:// URL of the configured Spark Connect connection, or None when there is none."""
+def spark_connect_choice(params: Any, topology: Topology) -> tuple[str, str | None]:
+    """The Spark Connect connection id of this run's proofs, and who named it (None: the default, which
+    may not exist — then the proofs run by spark-submit). A run's `spark_connect` param wins over the
+    topology's `spark_connect_connection_id`."""
+    if named := (getattr(params, "spark_connect", None) or "").strip():
+        return named, "the run's spark_connect parameter"
+    if topology.spark_connect_connection_id:
+        return topology.spark_connect_connection_id, "the topology's spark_connect_connection_id"
+    return SPARK_CONNECT_CONN_ID, None
+
+
+def spark_connect_url(conn_id: str = SPARK_CONNECT_CONN_ID) -> str | None:
+    """The sc:// URL of the Spark Connect connection `conn_id`, or None when there is none."""
     try:
-        BaseHook.get_connection(SPARK_CONNECT_CONN_ID)
+        BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         return None
-    return SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
+    return SparkConnectHook(conn_id).get_connection_url()
 
 
 def spark_submit_master() -> str:
@@ -219,14 +231,19 @@ def spark_submit_master() -> str:
     return f"{master}:{conn.port}" if conn.port else master
 
 
-def check_proof_engine(params: Any) -> None:
-    """Refuse, before anything changes, a run whose proofs could not run: spark-submit to a non-local master
-    gets snapshot paths of this worker it cannot read (and writes its verdict where this worker cannot
-    read it back)."""
+def check_proof_engine(params: Any, topology: Topology) -> None:
+    """Refuse, before anything changes, a run whose proofs could not run: a Spark Connect connection named
+    for it that does not exist, or spark-submit to a non-local master, which gets snapshot paths of this
+    worker it cannot read (and writes its verdict where this worker cannot read it back)."""
     if getattr(params, "parity", "off") == "off" or getattr(params, "dry_run", False):
         return
-    if spark_connect_url() is not None:
+    conn_id, named_by = spark_connect_choice(params, topology)
+    if spark_connect_url(conn_id) is not None:
         return
+    if named_by is not None:
+        raise Refused(f"parity=spark: the Spark Connect connection {shown(conn_id)} named by {named_by} does not "
+                      "exist", "create it (connection type spark_connect, host sc://HOST:PORT), name another, "
+                      "or run with parity=off")
     master = spark_submit_master()
     if not master.startswith("local"):
         raise Refused(f"parity=spark would run the proofs by spark-submit on master {shown(master)}, which cannot "

@@ -46,7 +46,7 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
                 step.note(runbook=self.params_model.__name__)
                 parsed = parse(self.params_model, raw, self.hook.topology)
                 warnings = parsed.preflight(_Preflight(rb.audit, self.hook.clients))
-                check_proof_engine(parsed)
+                check_proof_engine(parsed, self.hook.topology)
                 step.note(params=parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), warnings=warnings)
         except Refused as exc:
             raise AirflowFailException(str(exc)) from exc

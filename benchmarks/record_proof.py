@@ -1,0 +1,146 @@
+"""The record proof of one scene three ways, side by side in one run: on a warm Spark Connect server, by a
+cold spark-submit, and the same comparison in one Python process (the reference).
+
+Scene: 3 topics x 6 partitions x --records-per-partition (default 6000: 108k records) on cluster A,
+mirrored by MM2 to B. Each way reads every record of the 18 partition pairs on both sides, hashes it
+(sha256 of key | value | headers | timestamp, as spark_apps/record_parity.py does) and pairs the records
+of each pair by (hash, occurrence), in offset order; a clean mirror must match every record.
+
+Figures (wall time of the proof alone, the scene already loaded; Connect after one warm-up run, as a
+server that already answered the runbook's warm-up query has paid its first-query costs):
+  RESULT record_proof_s=...                       the proof on the warm Spark Connect server
+  RESULT record_proof_submit_s=...                the same job by spark-submit (a JVM per job)
+  RESULT single_process_s=...                     the reference: confluent-kafka + hashlib, one process
+  RESULT record_proof_vs_single_process=...x      Connect / reference
+
+Run: .venv/bin/python benchmarks/record_proof.py [--records-per-partition 6000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench_stack import throwaway_stack
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.helpers: how the tests wait for a topic to be mirrored
+
+
+def _digest(m) -> bytes:
+    """The content hash record_parity computes, over the same fields, in the same order."""
+    h = hashlib.sha256()
+    for part in (m.key(), m.value()):
+        h.update(b"\x00" if part is None else b"\x01" + part.hex().encode())
+        h.update(b"|")
+    for name, value in m.headers() or []:
+        h.update(name.encode() + b":" + (b"\x00" if value is None else value.hex().encode()) + b",")
+    h.update(b"|" + str(m.timestamp()[1]).encode())
+    return h.digest()
+
+
+def single_process(a: str, b: str, pairs: list[tuple[str, str, int]], ends: dict) -> tuple[float, int, int]:
+    """Read both sides, hash, pair by (hash, occurrence) in offset order: (seconds, matched, unmatched)."""
+    from mirrorbook.kafka.reader import read_ranges
+    from mirrorbook.kafka.types import TP
+
+    t0 = time.monotonic()
+    side: dict[str, dict[TP, list[bytes]]] = {"a": {}, "b": {}}
+    for name, bootstrap, tps in (("a", a, {TP(s, p): (0, ends[TP(s, p)]) for s, _, p in pairs}),
+                                 ("b", b, {TP(t, p): (0, ends[TP(t, p)]) for _, t, p in pairs})):
+        for m in read_ranges(bootstrap, tps, timeout_s=300):
+            side[name].setdefault(TP(m.topic(), m.partition()), []).append(_digest(m))
+    matched = unmatched = 0
+    for s, t, p in pairs:
+        src, dst = side["a"].get(TP(s, p), []), side["b"].get(TP(t, p), [])
+        seen: Counter[bytes] = Counter()
+        at_src = {}
+        for i, h in enumerate(src):
+            at_src[(h, seen[h])] = i
+            seen[h] += 1
+        seen.clear()
+        last = -1
+        for h in dst:
+            i = at_src.pop((h, seen[h]), None)
+            seen[h] += 1
+            if i is None or i < last:  # extra on the target, or out of order
+                unmatched += 1
+            else:
+                matched += 1
+                last = i
+        unmatched += len(at_src)
+    return time.monotonic() - t0, matched, unmatched
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records-per-partition", type=int, default=6000)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs of each way (the median is reported)")
+    args = ap.parse_args()
+
+    from tests.helpers import wait_mirrored
+
+    from mirrorbook.devstack.workload import load
+    from mirrorbook.kafka.admin import KafkaAdmin
+    from mirrorbook.kafka.types import TP
+    from mirrorbook.parity import RecordRange, connect, submit, write_record_snapshot
+
+    with throwaway_stack("mb-proof-") as (work, stack):
+        stack.up(overrides={"spark": True})
+        state = stack.require()
+        a, b, url = state.brokers["A"].bootstrap, state.brokers["B"].bootstrap, state.spark.url
+        topics = [f"proof-{i}" for i in range(3)]
+        t0 = time.monotonic()
+        report = load(a, topics, 6, args.records_per_partition, [])
+        admin_a, admin_b = KafkaAdmin(a), KafkaAdmin(b)
+        for t in topics:
+            wait_mirrored(admin_a, admin_b, t, f"A.{t}", timeout=600)
+        print(f"loaded and mirrored {report.produced} records in {time.monotonic() - t0:.1f}s")
+        pairs = [(t, f"A.{t}", p) for t in topics for p in range(6)]
+        ends = {**admin_a.high_watermarks([TP(s, p) for s, _, p in pairs]),
+                **admin_b.high_watermarks([TP(t, p) for _, t, p in pairs])}
+        ranges = [RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
+                              source_start=0, source_end=ends[TP(s, p)], target_start=0, target_end=ends[TP(t, p)])
+                  for s, t, p in pairs]
+        snap = write_record_snapshot(work / "snapshot", ranges)
+
+        def job(n: int) -> submit.SparkSubmitSpec:
+            return submit.record_parity_job(a, b, work / f"out-{n}", snapshot=snap)
+
+        def timed(fn) -> tuple[float, object]:
+            t = time.monotonic()
+            out = fn()
+            return time.monotonic() - t, out
+
+        warm, first = timed(lambda: connect.run(job(0), url))
+        print(f"Connect, first run (warm-up): {warm:.2f}s, {first.status}, {first.counts}")
+        runs: dict[str, list[float]] = {"connect": [], "submit": [], "single": []}
+        for i in range(args.repeat):
+            s, summary = timed(lambda: connect.run(job(1 + i), url))
+            assert summary.passed, summary.failure_message()
+            runs["connect"].append(s)
+            s, summary = timed(lambda: submit.run(job(100 + i), timeout_s=900))
+            assert summary.passed, summary.failure_message()
+            runs["submit"].append(s)
+            s, matched, unmatched = single_process(a, b, pairs, ends)
+            assert unmatched == 0 and matched == report.produced, (matched, unmatched)
+            runs["single"].append(s)
+            print(f"run {i + 1}: connect {runs['connect'][-1]:.2f}s, spark-submit {runs['submit'][-1]:.2f}s, "
+                  f"single process {runs['single'][-1]:.2f}s")
+        connect.close()
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        print(f"(median of {args.repeat}; {report.produced} records per side, {len(pairs)} partition pairs)")
+        print(f"RESULT record_proof_s={med['connect']:.2f} s")
+        print(f"RESULT record_proof_submit_s={med['submit']:.2f} s")
+        print(f"RESULT single_process_s={med['single']:.2f} s")
+        print(f"RESULT record_proof_vs_single_process={med['connect'] / med['single']:.2f}x")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

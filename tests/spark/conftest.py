@@ -129,6 +129,11 @@ def scene(devstack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, bootstrap_a: str, 
     admin_b.delete_groups(list(written))
 
 
+# A clean pass by spark-submit is proven by the DAG tests (their proofs run that way): tests of a clean
+# pass run on the Connect server only; the verdicts on seeded faults run both ways.
+CONNECT_ONLY = pytest.mark.parametrize("run_job", ["spark-connect"], indirect=True)
+
+
 @pytest.fixture(params=["spark-submit", "spark-connect"])
 def run_job(request: pytest.FixtureRequest) -> Callable[[submit.SparkSubmitSpec], submit.ParitySummary]:
     """The same job two ways: a cold spark-submit, and the app's code as a client of the session's warm

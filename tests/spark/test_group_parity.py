@@ -13,7 +13,7 @@ import pytest
 
 from mirrorbook.parity import collector, submit
 from mirrorbook.parity.local import classify_groups
-from tests.spark.conftest import CANARY, PARTITIONS, SKIP_BY, Scene
+from tests.spark.conftest import CANARY, CONNECT_ONLY, PARTITIONS, SKIP_BY, Scene
 
 pytestmark = pytest.mark.spark
 MASTER = "local[2]"
@@ -34,6 +34,7 @@ def _same_as_single_process(summary: submit.ParitySummary, snap: collector.Group
     return spark_rows
 
 
+@CONNECT_ONLY
 def test_clean_failover_passes(run_job, scene: Scene, admin_b, tmp_path: Path):
     expected = scene.expected(["g-precise", "g-mm2"])
     snap = collector.collect_group_snapshot(tmp_path / "snap", expected, {"B": admin_b})

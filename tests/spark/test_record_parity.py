@@ -20,7 +20,7 @@ from mirrorbook.devstack.workload import load, record
 from mirrorbook.kafka.types import TP
 from mirrorbook.parity import collector, submit
 from tests.helpers import wait_mirrored
-from tests.spark.conftest import PARTITIONS, RECORDS, SKIP_BY, Scene
+from tests.spark.conftest import CONNECT_ONLY, PARTITIONS, RECORDS, SKIP_BY, Scene
 
 pytestmark = pytest.mark.spark
 MASTER = "local[2]"
@@ -65,6 +65,7 @@ def _ranges(admin_a, admin_b, topic: str, remote: str) -> list[collector.RecordR
     return collector.whole_topic_ranges(topic, remote, src, tgt)
 
 
+@CONNECT_ONLY
 def test_clean_mirror_and_group_boundaries_pass(run_job, scene: Scene, admin_a, admin_b, bootstrap_a, bootstrap_b,
                                                 tmp_path: Path):
     snap = collector.write_record_snapshot(
@@ -127,6 +128,7 @@ def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Sc
     assert "PARITY-FAIL record_parity group g-foreign" in log
 
 
+@CONNECT_ONLY
 def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, scene: Scene, tampered: Tampered, bootstrap_a,
                                                                    bootstrap_b, tmp_path: Path):
     t = tampered

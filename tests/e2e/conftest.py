@@ -17,7 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import httpx
 import pytest
@@ -134,7 +134,9 @@ def _connections(devstack: DevStack, proxy: FaultProxy, secret_alias: str) -> di
 
 
 @pytest.fixture(scope="session")
-def e2e(devstack: DevStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+def e2e(devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    # The session's Spark Connect server is up first, so its connection (spark_connect_default, written
+    # by the devstack) is among the standalone's: proofs of e2e runs go there, as `make demo`'s do.
     home = tmp_path_factory.mktemp("airflow-e2e")
     stack = devstack.require()
     topology_path = home / "topology.yaml"

@@ -38,8 +38,9 @@ def _diagnose(e2e: E2E, dag_id: str, run_id: str) -> str:
 def test_planned_failover_over_rest_runs_and_is_audited_with_the_api_user(e2e: E2E):
     scratch = e2e.failover
     run_id = f"e2e-failover-{uuid.uuid4().hex[:8]}"
+    # The proofs on, on the session's Spark Connect server: under the real executor they run side by side.
     conf = {"flow": scratch.flow.name, "mode": "planned", "groups": f"{scratch.topic}-g.*", "drain_timeout": 120,
-            "max_lag": 0, "parity": "off"}  # Spark parity has its own tests; here the REST path is under test
+            "max_lag": 0, "parity": "spark"}
 
     done = _trigger(e2e, "mm2_failover", conf, run_id)
 
@@ -56,6 +57,17 @@ def test_planned_failover_over_rest_runs_and_is_audited_with_the_api_user(e2e: E
         run = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").json()
     assert [(log["owner"], log["run_id"]) for log in logs] == [("admin", run_id)]
     assert run["triggering_user_name"] == "admin" and run["logical_date"] is None
+    # The two proofs passed, on the Connect server, and overlapped in time (not one after the other).
+    with e2e.client() as api:
+        tis = {t["task_id"]: t for t in api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}/taskInstances",
+                                                params={"limit": 100}).json()["task_instances"]}
+    proofs = [tis["group_parity"], tis["record_parity"]]
+    assert [p["state"] for p in proofs] == ["success", "success"]
+    first, second = sorted(proofs, key=lambda p: p["start_date"])
+    assert second["start_date"] < first["end_date"], proofs
+    verdicts = [e for e in e2e.audit.events(run_id=run_id) if e.action.startswith("step.parity.")]
+    assert {(e.details.get("status"), e.details.get("engine")) for e in verdicts} == {
+        ("passed", "spark-connect (spark_connect_default)")} and len(verdicts) == 2
 
     # mirrorbook's audit: every step and every mutating call of the run carries the API user.
     events = e2e.audit.events(run_id=run_id)

@@ -139,7 +139,9 @@ raw_bodies = st.one_of(
 
 
 def path_of(*segments: str) -> str:
-    return "/" + "/".join(quote(s, safe="") for s in segments)
+    """The segments as one path, each sent as itself: a bare "." or ".." is a dot-segment the client
+    removes (RFC 3986 5.2.4) — "/page/flows/./.." would ask for "/page" — so its dots go percent-encoded."""
+    return "/" + "/".join(quote(s, safe="") if s.strip(".") else s.replace(".", "%2E") for s in segments)
 
 
 @st.composite

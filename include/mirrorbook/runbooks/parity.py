@@ -185,10 +185,10 @@ def group_snapshot(clients: Clients, out_dir: Path, expected: list[ExpectedOffse
     return write_group_snapshot(out_dir, expected, {**actual, **(extra_actual or {})}, marks)
 
 
-def record_verdict(rb: Runbook, flow: str, summary: ParitySummary, check: str) -> None:
-    """Audit the job's verdict (counts, failing rows) and raise when it failed."""
+def record_verdict(rb: Runbook, flow: str, summary: ParitySummary, check: str, engine: str | None = None) -> None:
+    """Audit the job's verdict (counts, failing rows, where it ran) and raise when it failed."""
     with rb.step(f"parity.{summary.app}", flow) as step:
-        step.note(check=check, status=summary.status, counts=summary.counts, totals=summary.totals,
+        step.note(check=check, engine=engine, status=summary.status, counts=summary.counts, totals=summary.totals,
                   failures=[f.model_dump() for f in summary.failures[:50]], failures_total=summary.failures_total,
                   output=summary.output, elapsed_s=summary.elapsed_s)
         step.settle({"passed": summary.passed})

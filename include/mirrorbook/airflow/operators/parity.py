@@ -114,8 +114,11 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
-        summary = guarded(lambda: self._submit(spec, spark_connect_choice(params, self.hook.topology)[0]))
-        guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check))
+        connect_conn_id = spark_connect_choice(params, self.hook.topology)[0]
+        engine = (f"spark-connect ({connect_conn_id})" if spark_connect_url(connect_conn_id) is not None
+                  else f"spark-submit ({spark_submit_master()})")
+        summary = guarded(lambda: self._submit(spec, connect_conn_id))
+        guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check, engine))
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
 

@@ -17,6 +17,7 @@ from mirrorbook.audit.models import AuditRecord
 from mirrorbook.audit.store import AuditStore
 from mirrorbook.bounds import shown
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.mm2.counts import Count
 
 
 def store_command(parent: argparse._SubParsersAction, name: str, helptext: str, func: Any) -> argparse.ArgumentParser:
@@ -95,7 +96,16 @@ def _table(records: Iterable[AuditRecord]) -> None:
         mark = "M" if r.mutating else "-"
         error = f"  error: {r.error.splitlines()[0][:100]}" if r.error else ""
         print(f"{r.seq:>6} {format_time(r.ended_at)} {mark} {r.result:<8} {r.kind:<4} {r.action:<24} "
-              f"flow={r.flow or '-'} run={r.run_id or '-'} task={r.task_id or '-'}{error}")
+              f"flow={r.flow or '-'} run={r.run_id or '-'} task={r.task_id or '-'}{error}{_rpo_note(r)}")
+
+
+def _rpo_note(r: AuditRecord) -> str:
+    """An unplanned failover's RPO events carry their figure in the listing (`audit rpo` shows both in full)."""
+    if r.action == "rpo.bound" and isinstance(r.details.get("rpo"), dict):
+        return f"  rpo: at least {r.details['rpo'].get('records')} (lower bound)"
+    if r.action == "rpo.exact" and isinstance(r.details.get("records"), dict):
+        return f"  rpo: {Count.model_validate(r.details['records'])} (counted by run {r.details.get('computed_by_run_id')})"
+    return ""
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -1,13 +1,14 @@
 """The RPO of an unplanned failover: the lower bound it reports with the source gone, and the exact figure
 once the source is reachable again — both in the audit, linked to the failover run.
 
-- `record_bound` (the failover's report step): the bound (`failover.rpo_lower_bound`) and what the exact
-  figure will need from the moment of the failover — per source partition, Connect's replicated offset and
-  the target partition's end — in one `rpo.bound` event of the failover run. The position is taken then:
-  MM2 may resume after the source returns and replicate the lost records after all.
+- `record_bound` (the failover's report step): the bound (`failover.rpo_lower_bound`) in one `rpo.bound`
+  event of the failover run, and in its snapshot what the exact figure will need from the moment of the
+  failover — per source partition, Connect's replicated offset and the target partition's end. The position
+  is taken then: MM2 may resume after the source returns and replicate the lost records after all.
 - `complete` (the failback, and the health check when it first reaches the source again): for each failover
   of the flow with a bound and no exact figure yet, reads the source's log and the target's newest copies,
-  counts the loss per partition (`mm2/loss.py`) and records one `rpo.exact` event in the failover run.
+  counts the loss per partition (`mm2/loss.py`) and records one `rpo.exact` event in the failover run (every
+  partition's figure in its snapshot).
   Computed once per failover run: a later call finds the event and does not add another.
 - `history` / `render`: both figures per failover run, for the reports and `mirrorbook audit rpo`.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.anchors import TOPIC as ANCHORS_TOPIC
 from mirrorbook.audit.models import AuditRecord
+from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.types import TP
@@ -34,6 +36,8 @@ from mirrorbook.topology import FlowSpec
 log = logging.getLogger(__name__)
 
 BOUND, EXACT = "rpo.bound", "rpo.exact"
+POSITION_KIND, LOSS_KIND = "rpo-position", "rpo-loss"
+SHOWN_PARTITIONS = 50  # per-partition figures in the event itself; all of them in its snapshot
 PENDING_LOOKBACK = 20  # the newest failovers of a flow whose exact figure is looked for
 
 
@@ -80,10 +84,13 @@ def record_bound(rb: Runbook, clients: Clients, flow: FlowSpec, started_at: date
     started = started_at or _run_start(rb.audit, rb.info.run_id)
     bound = rpo_lower_bound(rb.audit, clients, flow)
     position = at_failover(clients, flow)
+    # A snapshot, not the event's details: those are cut to fit the store, and every partition is needed.
+    snapshot = rb.audit.save_snapshot(POSITION_KIND, flow.name, f"{flow.target}:{flow.name}", {
+        "failover_started_at": started.isoformat(), "partitions": {k: v.model_dump() for k, v in position.items()}},
+        run_id=rb.info.run_id, note="replication position at the unplanned failover (its exact RPO is counted from it)")
     rb.audit.record(action=BOUND, kind="step", result="ok", run_id=rb.info.run_id, dag_id=rb.info.dag_id,
-                    task_id=rb.info.task_id, user=rb.info.user, flow=flow.name,
-                    details={"rpo": bound, "failover_started_at": started.isoformat(),
-                             "at_failover": {k: v.model_dump() for k, v in position.items()}})
+                    task_id=rb.info.task_id, user=rb.info.user, flow=flow.name, snapshot_id=snapshot,
+                    details={"rpo": bound, "failover_started_at": started.isoformat(), "partitions": len(position)})
     return bound
 
 
@@ -116,22 +123,30 @@ def complete(rb: Runbook, clients: Clients, flow: FlowSpec) -> list[dict[str, An
     done = []
     for b in pending(rb.audit, flow):
         try:
-            figure = exact(clients, flow, b)
+            figure = exact(rb.audit, clients, flow, b)
         except MirrorbookError as exc:
             log.warning("exact RPO of failover run %s not computed yet: %s", b.run_id, exc)
             continue
         figure |= {"computed_by_run_id": rb.info.run_id, "computed_at": _now().isoformat()}
+        snapshot = rb.audit.save_snapshot(LOSS_KIND, flow.name, f"{flow.source}:{flow.name}", figure, run_id=b.run_id,
+                                          note=f"exact RPO of failover run {b.run_id}, every partition")
+        shown_parts = dict(list(figure["partitions"].items())[:SHOWN_PARTITIONS])
         rb.audit.record(action=EXACT, kind="step", result="ok", run_id=b.run_id, dag_id=rb.info.dag_id,
-                        task_id=rb.info.task_id, user=rb.info.user, flow=flow.name, details=figure)
+                        task_id=rb.info.task_id, user=rb.info.user, flow=flow.name, snapshot_id=snapshot,
+                        details=figure | {"partitions": shown_parts, "partitions_lost": len(figure["partitions"])})
         done.append(figure)
     return done
 
 
-def exact(clients: Clients, flow: FlowSpec, bound: AuditRecord) -> dict[str, Any]:
-    """The loss of the failover `bound` records, read from the source and the target now."""
+def exact(audit: AuditStore, clients: Clients, flow: FlowSpec, bound: AuditRecord) -> dict[str, Any]:
+    """The loss of the failover `bound` records, from its kept position and the source and target read now."""
     policy = ReplicationPolicy.for_flow(flow)
-    started = datetime.fromisoformat(bound.details["failover_started_at"])
-    position = {TP.parse(k): AtFailover.model_validate(v) for k, v in bound.details["at_failover"].items()}
+    if bound.snapshot_id is None:
+        raise MirrorbookError(f"the RPO bound of failover run {bound.run_id} keeps no replication position",
+                              "it was recorded by an older mirrorbook: only its bound is known")
+    kept = audit.snapshot(bound.snapshot_id).payload
+    started = datetime.fromisoformat(kept["failover_started_at"])
+    position = {TP.parse(k): AtFailover.model_validate(v) for k, v in kept["partitions"].items()}
     source = clients.admin(flow.source)
     existing = source.topics()
     gone = sorted(str(tp) for tp in position if tp.partition >= existing.get(tp.topic, 0))
@@ -166,9 +181,10 @@ def _newest_copies(clients: Clients, flow: FlowSpec, policy: ReplicationPolicy,
     target = clients.admin(flow.target)
     existing = target.topics()
     remote = {tp: r for tp, r in remote.items() if r.partition < existing.get(r.topic, 0)}
-    lows = {r: w.low for r, w in target.watermarks(remote.values()).items()}
+    marks = target.watermarks(remote.values())
+    # Deleted since (retention), or the topic recreated shorter: no copy to look for (never a read that waits).
     wanted = {r: [(position[tp].target_end - 1, position[tp].target_end)] for tp, r in remote.items()
-              if lows[r] < position[tp].target_end}
+              if marks[r].low < position[tp].target_end <= marks[r].high}
     read = read_partitions(clients.kafka_config(flow.target), wanted) if wanted else {}
     out = {}
     for tp, r in remote.items():
@@ -220,8 +236,9 @@ def render_exact(figure: dict[str, Any] | None, source: str | None = None) -> st
         return (f"exact figure: not known yet — counted once {where} is reachable again "
                 "(the failback, or the next health check that reaches it)")
     records = Count.model_validate(figure["records"])
-    parts = ", ".join(f"{k} {Count.model_validate(v['records'])}" for k, v in list(figure["partitions"].items())[:20])
-    more = len(figure["partitions"]) - 20
+    parts = ", ".join(f"{k} {Count.model_validate(v['records'])}" + (f" ({cut(v['note'])})" if v.get("note") else "")
+                      for k, v in list(figure["partitions"].items())[:20])
+    more = figure.get("partitions_lost", len(figure["partitions"])) - min(20, len(figure["partitions"]))
     return (f"exact figure ({'exact' if records.is_exact else 'bounded'}, counted {figure['computed_at']} by run "
             f"{figure['computed_by_run_id']}): {records} record(s) written before the failover began never reached "
             f"the target" + (f" — {parts}" + (f" (+{more} more)" if more > 0 else "") if parts else "")

@@ -8,7 +8,7 @@ once it is reachable again:
 - `replicated`: the source connector's last replicated offset as Connect kept it at the failover. MM2
   commits it only after the target acknowledged the record, but flushes it on an interval: records
   after it may have reached the target too. So it is where the search starts, not the answer.
-- `target_end`: the target partition's end offset at the failover. Its last record (`target_end - 1`)
+- `target_end`: the target partition's end offset at the failover. Its last record below that end
   is the newest copy MM2 wrote before the flow was stopped; MM2 copies a partition in order, so every
   source record up to that record's original reached the target, and none after it.
 - the original is found by content (key, value, headers, timestamp — what MM2 copies) among the source
@@ -85,7 +85,7 @@ def partition_loss(at: AtFailover, last_copy: Rec | None, source: PartitionData,
     upper = records_after(at.replicated, source, marks, cutoff)
     if last_copy is None:
         return loss(None, Count.between(0, upper.high), NOT_PROVEN,
-                    f"the target's newest copy (offset {at.target_end - 1}) could not be read: bounded by "
+                    f"the target's newest copy (below offset {at.target_end}) could not be read: bounded by "
                     f"Connect's replicated offset {at.replicated}")
     start, end = search_range(at, marks, cutoff)
     matches = [r.offset for r in source.slice(start, end) if r.content == last_copy.content]
@@ -97,7 +97,7 @@ def partition_loss(at: AtFailover, last_copy: Rec | None, source: PartitionData,
         return loss(matches[0], records_after(matches[0], source, marks, cutoff), UNIQUE)
     if not matches:
         return loss(None, Count.between(0, upper.high), NOT_PROVEN,
-                    f"the original of the target's newest copy (offset {at.target_end - 1}) is not among source "
+                    f"the original of the target's newest copy (below offset {at.target_end}) is not among source "
                     f"offsets [{start}, {end}): bounded by Connect's replicated offset {at.replicated}")
     low = records_after(matches[-1], source, marks, cutoff).low if read_to_end else 0
     high = upper.high if deleted else records_after(matches[0], source, marks, cutoff).high

@@ -29,7 +29,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count, total
 from mirrorbook.mm2.loss import AtFailover, PartitionLoss, partition_loss, search_range
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.mm2.precise import Marks, PartitionData, read_partitions
+from mirrorbook.mm2.precise import Marks, PartitionData, Rec, read_partitions
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.topology import FlowSpec
 
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BOUND, EXACT = "rpo.bound", "rpo.exact"
 POSITION_KIND, LOSS_KIND = "rpo-position", "rpo-loss"
+COPY_LOOKBACK = 10  # target offsets read below a partition's end to find its newest copy
 SHOWN_PARTITIONS = 50  # per-partition figures in the event itself; all of them in its snapshot
 PENDING_LOOKBACK = 20  # the newest failovers of a flow whose exact figure is looked for
 
@@ -173,9 +174,10 @@ def exact(audit: AuditStore, clients: Clients, flow: FlowSpec, bound: AuditRecor
 
 
 def _newest_copies(clients: Clients, flow: FlowSpec, policy: ReplicationPolicy,
-                   position: dict[TP, AtFailover]) -> dict[TP, Any]:
-    """Per source partition, the target's newest copy at the failover (its record at `target_end - 1`), where
-    the target still holds it."""
+                   position: dict[TP, AtFailover]) -> dict[TP, Rec]:
+    """Per source partition, the target's newest copy at the failover (its last record below `target_end`), where
+    the target still holds it. A few offsets are read, not one: with exactly-once source support MM2 writes in
+    transactions, and the last offsets can be their markers."""
     remote = {tp: TP(policy.format_remote_topic(flow.source, tp.topic), tp.partition)
               for tp, at in position.items() if at.target_end > 0}
     target = clients.admin(flow.target)
@@ -183,15 +185,10 @@ def _newest_copies(clients: Clients, flow: FlowSpec, policy: ReplicationPolicy,
     remote = {tp: r for tp, r in remote.items() if r.partition < existing.get(r.topic, 0)}
     marks = target.watermarks(remote.values())
     # Deleted since (retention), or the topic recreated shorter: no copy to look for (never a read that waits).
-    wanted = {r: [(position[tp].target_end - 1, position[tp].target_end)] for tp, r in remote.items()
-              if marks[r].low < position[tp].target_end <= marks[r].high}
+    wanted = {r: [(max(marks[r].low, position[tp].target_end - COPY_LOOKBACK), position[tp].target_end)]
+              for tp, r in remote.items() if marks[r].low < position[tp].target_end <= marks[r].high}
     read = read_partitions(clients.kafka_config(flow.target), wanted) if wanted else {}
-    out = {}
-    for tp, r in remote.items():
-        found = read[r].slice(position[tp].target_end - 1, position[tp].target_end) if r in read else []
-        if found:
-            out[tp] = found[0]
-    return out
+    return {tp: read[r].records[-1] for tp, r in remote.items() if r in read and read[r].records}
 
 
 # -- showing both ---------------------------------------------------------------------------------

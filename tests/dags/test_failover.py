@@ -37,7 +37,7 @@ from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.parity import submit, write_record_snapshot
-from mirrorbook.runbooks import parity
+from mirrorbook.runbooks import move_report, parity, rpo as rpo_runbook
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
@@ -502,6 +502,8 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
         c.pause("A->B.MirrorSourceConnector")
         wait_for(c, "A->B.MirrorSourceConnector", "PAUSED", timeout_s=30)
     produce(a, [topic], 7)
+    # The health check passes by once more while A->B is stalled: the bound now sees those 7 per partition.
+    audit.record_metrics("A->B", datetime.now(timezone.utc), flow_status(clients, topo.flow("A->B")).metrics())
     with _Traffic(a, topic):
         time.sleep(1.0)
         fo.stop_cluster("A", kill=True)
@@ -515,6 +517,7 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     assert report["plan"]["skipped"] == 0
     rpo = report["rpo"]
     assert rpo["kind"] == "lower-bound" and "source end offsets sampled at" in rpo["basis"] and rpo["unknown"]
+    assert rpo["records"] >= 14 and rpo["exact"] is None and rpo["failover_run_id"] == run.run_id
 
     # During the outage consumers move on B; producers write new records to B's own `topic`.
     for g in groups:
@@ -528,6 +531,26 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     wait_mirrored(admin_b, KafkaAdmin(a), topic, f"B.{topic}", timeout=120)
     replicated = {TP(f"A.{topic}", p): admin_b.high_watermarks([TP(f"A.{topic}", p)])[TP(f"A.{topic}", p)]
                   for p in range(2)}
+    # The truth, counted here by content: A's records that B's remote topic does not hold (A->B is still stopped).
+    truth = {}
+    for p in range(2):
+        on_a = {(m.key(), m.value()) for m in read_ranges(a, {TP(topic, p): (0, KafkaAdmin(a).high_watermarks(
+            [TP(topic, p)])[TP(topic, p)])})}
+        on_b = {(m.key(), m.value()) for m in read_ranges(b, {TP(f"A.{topic}", p): (0, replicated[TP(f"A.{topic}", p)])})}
+        truth[f"{topic}-{p}"] = len(on_a - on_b)
+    assert all(n >= 7 for n in truth.values()), truth
+    # A straggler writes to A once it is back: not failover loss (written after the failover began).
+    produce(a, [topic], 3)
+    # The first health check that reaches A counts the exact figure, in the failover's run.
+    params = HealthParams(flows="A->B", required_state="DISABLED", max_lag=10**9, max_heartbeat_age_s=10**6,
+                          max_checkpoint_age_s=10**6, readiness=False)
+    run_health_check(clients, topo, [topo.flow("A->B")], params, audit, Runbook(RunInfo(run_id=f"health-{tag}"), audit))
+    exact = rpo_runbook.exact_event(audit, run.run_id)
+    assert exact is not None and exact.details["computed_by_run_id"] == f"health-{tag}"
+    assert Count.model_validate(exact.details["records"]) == Count.exact(sum(truth.values())), exact.details
+    assert {k: Count.model_validate(v["records"]) for k, v in exact.details["partitions"].items()} \
+        == {k: Count.exact(n) for k, n in truth.items() if n}
+    assert rpo["records"] <= sum(truth.values())  # the failover's bound never exceeded the truth
 
     back = run_dag("mm2_failback", {"flow": "A->B", "mode": "planned", "translation": "precise",
                                     "groups": f"{tag}-g.*", "drain_timeout": 120, "max_lag": 0})
@@ -550,6 +573,12 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
                for k in diverged["internal"]["partitions"]), diverged
     # The failover's RPO was a lower bound: never above what the failback now counts exactly.
     assert rpo["records"] <= sum(div.get(f"{topic}-{p}", 0) for p in range(2))
+    # The failback shows both figures of that failover; the exact one was counted once, not again.
+    assert rep["rpo"]["failover_run_id"] == run.run_id and rep["rpo"]["records"] == rpo["records"]
+    assert rep["rpo"]["exact"]["records"] == exact.details["records"]
+    assert len(audit.events(run_id=run.run_id, action="rpo.exact")) == 1
+    shown = move_report.render_report(rep)
+    assert f"at least {rpo['records']} record(s)" in shown and f"{sum(truth.values())} record(s) written before" in shown
     # A consumers resume without skips: on `topic` right after the last record they read on B (the
     # first record only A has), and on `B.topic` at the record after B offset 4.
     for g in groups:

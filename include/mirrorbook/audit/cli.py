@@ -17,6 +17,7 @@ from mirrorbook.audit.models import AuditRecord
 from mirrorbook.audit.store import AuditStore
 from mirrorbook.bounds import shown
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.mm2.counts import Count
 
 
 def store_command(parent: argparse._SubParsersAction, name: str, helptext: str, func: Any) -> argparse.ArgumentParser:
@@ -29,7 +30,7 @@ def store_command(parent: argparse._SubParsersAction, name: str, helptext: str, 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="the audit trail: list, show, verify, export, snapshots, unlock")
+    p = sub.add_parser("audit", help="the audit trail: list, show, verify, export, snapshots, rpo, unlock")
     au = p.add_subparsers(dest="audit_cmd", required=True)
 
     common = functools.partial(store_command, au)
@@ -66,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     so = common("snapshot", "one snapshot with its payload, as JSON", cmd_snapshot)
     so.add_argument("snapshot_id")
 
+    rp = common("rpo", "each unplanned failover's RPO: the bound it reported, and the exact figure once known",
+                cmd_rpo)
+    rp.add_argument("--flow")
+    rp.add_argument("--run-id", help="one failover run")
+    rp.add_argument("--limit", type=int, help="only the newest N failovers (default: all)")
+    rp.add_argument("--json", action="store_true")
+
     ul = common("unlock", "force-release a flow's runbook lock (audited)", cmd_unlock)
     ul.add_argument("flow", help="e.g. A->B (as sent, or as `audit list` shows it)")
     ul.add_argument("--user", help="who releases it (default: the login name)")
@@ -88,7 +96,16 @@ def _table(records: Iterable[AuditRecord]) -> None:
         mark = "M" if r.mutating else "-"
         error = f"  error: {r.error.splitlines()[0][:100]}" if r.error else ""
         print(f"{r.seq:>6} {format_time(r.ended_at)} {mark} {r.result:<8} {r.kind:<4} {r.action:<24} "
-              f"flow={r.flow or '-'} run={r.run_id or '-'} task={r.task_id or '-'}{error}")
+              f"flow={r.flow or '-'} run={r.run_id or '-'} task={r.task_id or '-'}{error}{_rpo_note(r)}")
+
+
+def _rpo_note(r: AuditRecord) -> str:
+    """An unplanned failover's RPO events carry their figure in the listing (`audit rpo` shows both in full)."""
+    if r.action == "rpo.bound" and isinstance(r.details.get("rpo"), dict):
+        return f"  rpo: at least {r.details['rpo'].get('records')} (lower bound)"
+    if r.action == "rpo.exact" and isinstance(r.details.get("records"), dict):
+        return f"  rpo: {Count.model_validate(r.details['records'])} (counted by run {r.details.get('computed_by_run_id')})"
+    return ""
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -169,6 +186,24 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     _print_json(_json(_store(args).snapshot(args.snapshot_id)))
+    return 0
+
+
+def cmd_rpo(args: argparse.Namespace) -> int:
+    # The figures' wording lives with the runbook that counts them.
+    from mirrorbook.runbooks import rpo
+
+    rows = rpo.history(_store(args), flow=args.flow, run_id=args.run_id, limit=args.limit)
+    if args.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        print("no unplanned failover recorded an RPO" + (f" for flow {shown(args.flow)}" if args.flow else ""))
+    for r in rows:
+        bound = r["bound"] or {}
+        print(f"failover run {r['failover_run_id']} flow={r['flow']} started {r['failover_started_at']}\n"
+              f"  bound: at least {bound.get('records')} record(s) never reached the target — basis: "
+              f"{bound.get('basis')}\n  {rpo.render_exact(r['exact'])}")
     return 0
 
 

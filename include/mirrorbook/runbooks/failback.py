@@ -16,7 +16,9 @@ A group on B consumed two kinds of topics, and each goes back its own way:
 The divergence report counts, per partition of the original topics, the records that reached A but
 never B (A's high watermark minus what the original flow replicated): consumers did not see them on
 B, and will see them on A after failback, late — the operator decides what to replay. It is taken
-when the plan is computed, before the original flow resumes and mirrors them after all.
+when the plan is computed, before the original flow resumes and mirrors them after all. Then too, the
+original flow's unplanned failovers get their exact RPO (`runbooks/rpo.py`): the divergence counts what
+A holds now, the RPO what was written before each failover began and never reached B.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from mirrorbook.audit.anchors import TOPIC as ANCHORS_TOPIC
 from mirrorbook.clients import Clients
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
@@ -33,6 +34,7 @@ from mirrorbook.mm2.internal_topics import read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Rec, read_partitions, translate_precise
 from mirrorbook.mm2.records import OffsetSync
+from mirrorbook.runbooks import rpo
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import Move
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
@@ -177,9 +179,19 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
         notes.append("unplanned failback: the groups' positions on the DR cluster cannot be read; nothing to move")
     # Taken now, while the original flow is still stopped: once it resumes it mirrors the diverged records.
     rb.progress_set(DIVERGENCE_KEY, divergence(clients, original))
+    # The original's source answers again: the exact RPO of its unplanned failovers can be counted.
+    if not rb.dry_run:
+        rpo.complete(rb, clients, original)
     return TranslationPlan(flow=original.name, direction="failback", mode=params.mode, translation=params.translation,
                            from_cluster=move.from_cluster, to_cluster=move.to_cluster, groups=groups,
                            rows=sorted(rows, key=lambda r: (r.group, r.target_topic, r.partition)), notes=notes)
+
+
+def run_rpo(rb: Runbook, clients: Clients, original: FlowSpec) -> dict[str, Any] | None:
+    """The RPO of the original flow's newest unplanned failover: its bound and the exact figure (counted when
+    this run translated, or now when it did not get to it), None when it had none."""
+    rpo.complete(rb, clients, original)
+    return rpo.latest(rb.audit, original)
 
 
 def run_divergence(rb: Runbook, clients: Clients, original: FlowSpec) -> dict[str, Any]:
@@ -203,8 +215,7 @@ def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     internal: dict[str, int] = {}
     for tp in sorted(tps):
         # mirrorbook's own audit anchors are written to A as runs end, while A->B may be stopped.
-        kind = policy.non_user_kind(tp.topic) or (
-            "mirrorbook" if ANCHORS_TOPIC in (tp.topic, policy.upstream_topic(tp.topic)) else None)
+        kind = rpo.record_kind(policy, tp.topic)
         if kind == "mm2" and policy.is_heartbeats_topic(tp.topic):
             continue  # heartbeats are written every second by design: not worth listing
         (user if kind is None else internal)[str(tp)] = max(0, highs[tp] - 1 - replicated[tp])

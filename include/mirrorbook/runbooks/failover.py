@@ -99,7 +99,7 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
     check's (or a drill's) last sample — and with the offsets MM2's checkpoints show groups had consumed
     (a group cannot have consumed what the source did not hold). What the source received after that
     sample is unknown until it is reachable again; the failback (or the next health check that reaches it)
-    completes the figure. Connect flushes source offsets every `offset.flush.interval.ms`: a failover
+    then counts the exact figure (`runbooks/rpo.py`). Connect flushes source offsets every `offset.flush.interval.ms`: a failover
     started later than that after the source died sees them complete.
     """
     policy = ReplicationPolicy.for_flow(flow)
@@ -122,7 +122,8 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
                 if sample else "no sample of the source end offsets (no health check ran) — only ")
              + "the offsets MM2's checkpoints show groups had consumed")
     unknown = (f"records the source received after {sample.observed_at.isoformat() if sample else 'the last checkpoint'}"
-               " are not known until it is reachable again (the failback completes the figure)")
+               " are not known until it is reachable again (then the failback, or the first health check that reaches it,"
+               " counts the exact figure: `mirrorbook audit rpo`)")
     return {"records": sum(per.values()), "kind": "lower-bound", "partitions": {k: v for k, v in sorted(per.items())
                                                                                   if v},
             "basis": basis, "unknown": unknown, "sampled_at": sample.observed_at.isoformat() if sample else None}

@@ -1,4 +1,5 @@
-"""The report of a move (failover, failback, the drill's cutover): offsets written, re-reads, skips, RTO, RPO."""
+"""The report of a move (failover, failback, the drill's cutover): offsets written, re-reads, skips, RTO, RPO
+(the unplanned failover's bound, and its exact figure once the source was reachable again)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.plan import TranslationPlan
+from mirrorbook.runbooks.rpo import render_exact
 
 def _ts(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
@@ -70,8 +72,12 @@ def render_report(report: dict[str, Any]) -> str:
                      + f"; methods {totals['methods']}")
     if report.get("rpo"):
         rpo = report["rpo"]
-        lines.append(f"  RPO: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
+        back = report.get("direction") == "failback"
+        of = f" of failover run {rpo['failover_run_id']}" if back else ""
+        lines.append(f"  RPO{of}: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
                      f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
+        if "exact" in rpo:
+            lines.append(f"  RPO{of}, {render_exact(rpo['exact'], report.get('to_cluster' if back else 'from_cluster'))}")
     if report.get("divergence"):
         d = report["divergence"]
         lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity
+from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, rpo
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 
@@ -72,9 +72,11 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         plan = moves.TranslationPlan.model_validate(kept) if kept else None
         extra: dict[str, Any] = {}
         if move.direction == "failover" and not move.planned and not rb.dry_run:
-            extra["rpo"] = failover.rpo_lower_bound(rb.audit, clients, move.flow)
+            extra["rpo"] = rpo.for_failover(rb, clients, move.flow, _trigger_time(context))
         if move.direction == "failback" and not rb.dry_run:
             extra["divergence"] = failback.run_divergence(rb, clients, move.flow)
+            if (figures := failback.run_rpo(rb, clients, move.flow)) is not None:
+                extra["rpo"] = figures
         if not rb.dry_run:
             extra["proof"] = parity.move_proof(rb, plan)
         from mirrorbook.runbooks.report import run_report

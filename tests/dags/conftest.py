@@ -93,6 +93,16 @@ class Run:
     def events(self, kind: str | None = None, **kw: Any) -> list[Any]:
         return [e for e in self.audit.events(run_id=self.run_id, **kw) if kind in (None, e.kind)]
 
+    def xcom(self, task_id: str) -> Any:
+        """What the task returned (its XCom), as Airflow stored it."""
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            row = session.scalars(XComModel.get_many(run_id=self.run_id, key="return_value", task_ids=task_id,
+                                                     dag_ids=self.dag_run.dag_id)).first()
+            return None if row is None else XComModel.deserialize_value(row)
+
     def mutating_calls(self) -> int:
         return self.audit.count_mutating(self.run_id)
 

@@ -128,6 +128,29 @@ def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tupl
     return record_ranges(rows, boundaries, src_marks, dst_marks), boundaries
 
 
+WARM_RECORDS = 20
+
+
+def warm_ranges(clients: Clients, via: FlowSpec) -> list[RecordRange]:
+    """The last few records of one partition the flow replicates, on both sides: the record proof's own
+    path (the Kafka source on both clusters, hashing, matching) run small, so the Spark Connect server has
+    loaded and compiled it before the proof that counts. Empty when nothing is replicated yet."""
+    policy = ReplicationPolicy.for_flow(via)
+    src, dst = clients.admin(via.source), clients.admin(via.target)
+    on_source = set(src.topics())
+    for remote in sorted(dst.topics()):
+        topic = policy.source_topic_of(remote, via.source)
+        if not topic or topic not in on_source or policy.is_heartbeats_topic(remote) or policy.is_internal_topic(remote):
+            continue
+        s_end = src.high_watermarks([TP(topic, 0)])[TP(topic, 0)]
+        t_end = dst.high_watermarks([TP(remote, 0)])[TP(remote, 0)]
+        if s_end and t_end:
+            return [RecordRange(source_topic=topic, source_partition=0, target_topic=remote, target_partition=0,
+                                source_start=max(0, s_end - WARM_RECORDS), source_end=s_end,
+                                target_start=max(0, t_end - WARM_RECORDS), target_end=t_end)]
+    return []
+
+
 def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
                   dst_marks: dict[TP, Watermarks]) -> list[RecordRange]:
     """Per partition pair, from an exactly aligned point to the end on both sides.

@@ -8,6 +8,7 @@ from typing import Any
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.plan import TranslationPlan
+from mirrorbook.runbooks.standing import SoFar, so_far
 
 def _ts(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
@@ -29,6 +30,9 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
         "flow_stopped_at": stopped.isoformat() if stopped else None,
         **(extra or {}),
     }
+    if rto is None and not rb.dry_run:
+        # An incomplete run: what it did and what it already changed, so no one assumes nothing happened.
+        out["so_far"] = so_far(rb.audit, rb.info.run_id).model_dump(exclude={"written"})
     if plan is not None:
         out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
                    flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,
@@ -43,8 +47,11 @@ def _range(low: int, high: int | None) -> str:
 def render_report(report: dict[str, Any]) -> str:
     lines = [f"{report.get('direction', 'move')} of {report.get('flow')} "
              f"({report.get('mode')}, translation={report.get('translation')}): "
-             f"RTO {report['rto_s']}s" if report.get("rto_s") is not None else
-             f"{report.get('direction', 'move')} of {report.get('flow')}: RTO not measured (dry run or incomplete)"]
+             + (f"RTO {report['rto_s']}s" if report.get("rto_s") is not None else
+                "dry run, nothing changed: RTO not measured" if report.get("dry_run") else
+                "incomplete (the offsets are not both written and the flow stopped): RTO not measured")]
+    if report.get("so_far"):
+        lines += [f"  {line}" for line in SoFar.model_validate(report["so_far"]).lines()]
     proof = report.get("proof") or {}
     if proof.get("source") == "record_parity":
         t = proof["totals"]

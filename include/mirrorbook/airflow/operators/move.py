@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity
+from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, standing
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 
@@ -31,13 +31,17 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         return float(STEP_DEADLINES[self.step])
 
     def execute(self, context: Any) -> Any:
-        return guarded(lambda: self._run(context))
-
-    def _run(self, context: Any) -> Any:
         topology = self.hook.topology
         params = self.runbook_params(context)
-        move = moves.move_for(params, topology)
+        move = guarded(lambda: moves.move_for(params, topology))
         rb = self.runbook(context)
+        # The flow this step drives first: the other direction's when it starts that one.
+        other = topology.reverse_of(move.flow) if move.direction == "failover" else move.flow
+        flows = [other, move.via] if self.step == "start_other_flow" and other is not None else [move.via]
+        return self.guarded_run(rb, flows, lambda: self._run(context, topology, params, move, rb),
+                                standing.move_rerun(rb, self.step, move.to_cluster))
+
+    def _run(self, context: Any, topology: Any, params: Any, move: moves.Move, rb: Runbook) -> Any:
         clients = self.hook.clients
         compute = failover.compute_plan if move.direction == "failover" else failback.compute_plan
         if self.step == "precheck":

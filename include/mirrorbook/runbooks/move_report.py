@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.plan import TranslationPlan
 from mirrorbook.runbooks.standing import SoFar, so_far
+from mirrorbook.topology import FlowSpec
 
 def _ts(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
 def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetime | None,
-                extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the operator and the drill report need: offsets written, re-reads, skips, RTO."""
+                extra: dict[str, Any] | None = None, flows: Sequence[FlowSpec] = ()) -> dict[str, Any]:
+    """What the operator and the drill report need: offsets written, re-reads, skips, RTO. `flows`: those the
+    run drives, so that an incomplete run's changes name their connectors by flow and role."""
     written, stopped = _ts(rb.progress_get("written_at")), _ts(rb.progress_get("flow_stopped_at"))
     rto = None
     if triggered_at and written and stopped:
@@ -32,7 +34,7 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
     }
     if rto is None and not rb.dry_run:
         # An incomplete run: what it did and what it already changed, so no one assumes nothing happened.
-        out["so_far"] = so_far(rb.audit, rb.info.run_id).model_dump(exclude={"written"})
+        out["so_far"] = so_far(rb.audit, rb.info.run_id, flows).model_dump(exclude={"written"})
     if plan is not None:
         out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
                    flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,

@@ -60,7 +60,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         elif self.step == "start_other_flow":
             self._start_other(rb, clients, move, params, topology)
         else:
-            return self._report(context, rb, clients, move)
+            return self._report(context, rb, clients, move, topology)
         return self.log_outcomes(rb)
 
     def _start_other(self, rb: Runbook, clients: Any, move: moves.Move, params: Any, topology: Any) -> None:
@@ -71,7 +71,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         else:
             self.log.info("not requested: the other direction is left as it is")
 
-    def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move) -> dict[str, Any]:
+    def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> dict[str, Any]:
         kept = rb.progress_get(moves.PLAN_KEY)
         plan = moves.TranslationPlan.model_validate(kept) if kept else None
         extra: dict[str, Any] = {}
@@ -86,7 +86,8 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         run = run_report(rb.audit, rb.info.run_id)
         extra["mutating_calls"] = run["mutating_calls"]
         extra["planned_calls"] = run["planned_calls"]
-        report = move_report.move_report(rb, plan, _trigger_time(context), extra)
+        report = move_report.move_report(rb, plan, _trigger_time(context), extra,
+                                         [f for f in (move.flow, move.via, topology.reverse_of(move.flow)) if f])
         text = move_report.render_report(report)
         for line in (text + "\n" + run["text"]).splitlines():
             self.log.info("%s", line)

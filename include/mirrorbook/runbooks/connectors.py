@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mirrorbook.connect.client import Call, ConnectClient, Endpoints
+from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.models import ConnectorStatus
 from mirrorbook.connect.wait import WaitTimeout, reached, wait_for
 from mirrorbook.runbooks.engine import Runbook, StepOutcome
@@ -84,3 +86,38 @@ def set_flow_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, selection
                    wait: bool = True, timeout_s: float = 120.0) -> list[StepOutcome]:
     return [set_connector_state(rb, client, flow, role, target, wait=wait, timeout_s=timeout_s)
             for role in roles_for(selection, target)]
+
+
+def parts_status(client: ConnectClient, flow: FlowSpec, deadline_s: float) -> dict[str, ConnectorStatus | None]:
+    """Each of the flow's connectors as Connect shows it, all read within one deadline (None: Connect has no
+    such connector). Raises the ConnectError of the first read that fails."""
+    end = time.monotonic() + deadline_s
+    out: dict[str, ConnectorStatus | None] = {}
+    for role, name in flow.connectors.items():
+        try:
+            # Every read gets what is left, and never less than one short attempt.
+            out[role] = client.run(Endpoints.status(name), deadline_s=max(0.5, end - time.monotonic()))
+        except ConnectorNotFound:
+            out[role] = None
+    return out
+
+
+def rerun_sentence(statuses: dict[str, ConnectorStatus | None], selection: str, target: str) -> str:
+    """What `set_flow_state(selection, target)` would do from these statuses: the calls `decide` makes, per
+    part, in the order it makes them; the parts it would leave as they are."""
+    todo, left = [], []
+    for role in roles_for(selection, target):
+        status = statuses.get(role)
+        if status is None:
+            todo.append(f"read {role} and {TARGET_ACTION[target]} it unless it is {target} (its state is unknown)")
+            continue
+        call = decide(status, target)
+        if call is not None:
+            todo.append(f"{call.what} {role}")
+        elif reached(status, target):
+            left.append(f"{role} ({target} already)")
+        else:
+            todo.append(f"wait for {role} to show {target} (it is {status.connector.state}, asked already)")
+    if not todo:
+        return f"change nothing ({', '.join(left)})"
+    return "; then ".join(todo) + (f"; and leave {', '.join(left)}" if left else "")

@@ -4,20 +4,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.plan import TranslationPlan
 from mirrorbook.runbooks.rpo import render_exact
+from mirrorbook.runbooks.standing import SoFar, so_far
+from mirrorbook.topology import FlowSpec
+
 
 def _ts(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
 def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetime | None,
-                extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the operator and the drill report need: offsets written, re-reads, skips, RTO."""
+                extra: dict[str, Any] | None = None, flows: Sequence[FlowSpec] = ()) -> dict[str, Any]:
+    """What the operator and the drill report need: offsets written, re-reads, skips, RTO. `flows`: those the
+    run drives, so that an incomplete run's changes name their connectors by flow and role."""
     written, stopped = _ts(rb.progress_get("written_at")), _ts(rb.progress_get("flow_stopped_at"))
     rto = None
     if triggered_at and written and stopped:
@@ -31,6 +35,9 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
         "flow_stopped_at": stopped.isoformat() if stopped else None,
         **(extra or {}),
     }
+    if rto is None and not rb.dry_run:
+        # An incomplete run: what it did and what it already changed, so no one assumes nothing happened.
+        out["so_far"] = so_far(rb.audit, rb.info.run_id, flows).model_dump(exclude={"written"})
     if plan is not None:
         out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
                    flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,
@@ -45,8 +52,11 @@ def _range(low: int, high: int | None) -> str:
 def render_report(report: dict[str, Any]) -> str:
     lines = [f"{report.get('direction', 'move')} of {report.get('flow')} "
              f"({report.get('mode')}, translation={report.get('translation')}): "
-             f"RTO {report['rto_s']}s" if report.get("rto_s") is not None else
-             f"{report.get('direction', 'move')} of {report.get('flow')}: RTO not measured (dry run or incomplete)"]
+             + (f"RTO {report['rto_s']}s" if report.get("rto_s") is not None else
+                "dry run, nothing changed: RTO not measured" if report.get("dry_run") else
+                "incomplete (the offsets are not both written and the flow stopped): RTO not measured")]
+    if report.get("so_far"):
+        lines += [f"  {line}" for line in SoFar.model_validate(report["so_far"]).lines()]
     proof = report.get("proof") or {}
     if proof.get("source") == "record_parity":
         t = proof["totals"]

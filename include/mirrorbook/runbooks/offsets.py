@@ -111,12 +111,17 @@ def load_snapshot_offsets(rb: Runbook, snapshot_id: str, connector: str) -> Conn
     return ConnectorOffsets(offsets=snap.payload.get("offsets", []))
 
 
+def state_before_stop_key(name: str) -> str:
+    """The run's progress key of the state `stop_first` found the connector in (restored after the change)."""
+    return f"offsets.{name}.state_before_stop"
+
+
 def change_offsets(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str, action: str, *,
                    requested: ConnectorOffsets | None = None, snapshot_id: str | None = None,
                    stop_first: bool = False, timeout_s: float = 120.0, effect: str | None = None) -> StepOutcome:
     """`effect`: what the change does to replication, stated in the plan and the audit beside each call."""
     name = flow.connector(role)
-    resume_key = f"offsets.{name}.state_before_stop"
+    resume_key = state_before_stop_key(name)
     with rb.step(f"offsets.{action}", flow.name) as step:
         status = client.status(name)
         current = client.get_offsets(name)

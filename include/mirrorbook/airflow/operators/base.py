@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any, Callable, ClassVar, TypeVar
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
 from mirrorbook.audit import AuditStore
@@ -24,7 +24,8 @@ from mirrorbook.errors import MirrorbookError, Refused, Verdict
 from mirrorbook.runbooks import intents
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.params import FormParams, parse
-from mirrorbook.topology import TopologyError
+from mirrorbook.runbooks.standing import Rerun, at_failure
+from mirrorbook.topology import FlowSpec, TopologyError
 
 T = TypeVar("T")
 
@@ -39,14 +40,25 @@ def run_info(context: Any, task_id: str) -> RunInfo:
                    user=getattr(dag_run, "triggering_user_name", None))
 
 
-def guarded(fn: Callable[[], T]) -> T:
-    """Run `fn`; turn final mirrorbook errors into AirflowFailException (no retries, precise message)."""
+def guarded(fn: Callable[[], T], standing: Callable[[], str] | None = None) -> T:
+    """Run `fn`; turn final mirrorbook errors into AirflowFailException (no retries, precise message).
+    `standing` (never raising) says where the run stands: its lines end the error of whatever failed."""
     try:
         return fn()
     except FINAL as exc:
-        raise AirflowFailException(str(exc)) from exc
+        raise AirflowFailException(_ending(str(exc), standing)) from exc
     except MirrorbookError as exc:
-        raise RuntimeError(str(exc)) from exc
+        raise RuntimeError(_ending(str(exc), standing)) from exc
+    except AirflowException:
+        raise
+    except Exception as exc:
+        if standing is None:
+            raise
+        raise RuntimeError(_ending(f"{type(exc).__name__}: {exc}", standing)) from exc
+
+
+def _ending(message: str, standing: Callable[[], str] | None) -> str:
+    return f"{message}\n{standing()}" if standing else message
 
 
 class RunbookTask:
@@ -89,6 +101,10 @@ class RunbookTask:
         rb = Runbook(run_info(context, self.task_id), self.audit(), dry_run=dry_run)  # type: ignore[attr-defined]
         guarded(lambda: intents.reconcile(rb, self.hook.clients, self.hook.topology.flows, held=False))
         return rb
+
+    def guarded_run(self, rb: Runbook, flows: list[FlowSpec], fn: Callable[[], T], rerun: Rerun | None = None) -> T:
+        """`guarded` for a task that drives `flows`: its error ends with where the run stands (`at_failure`)."""
+        return guarded(fn, lambda: at_failure(rb, self.hook.clients, flows, rerun))
 
     def log_outcomes(self, rb: Runbook) -> dict[str, Any]:
         for o in rb.outcomes:

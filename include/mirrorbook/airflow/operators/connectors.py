@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
 from mirrorbook.runbooks.connectors import ACTION_TARGET
+from mirrorbook.runbooks.standing import set_state_rerun
 
 WAIT_S = 120.0  # per connector
 
@@ -29,6 +30,8 @@ class ConnectorStateOperator(MirrorbookBaseOperator):
         rb = self.runbook(context)
         flow = params.flow_spec
         backend = self.hook.clients.replication(flow)
-        guarded(lambda: backend.set_state(rb, ACTION_TARGET[params.action], parts=params.connectors, wait=self.wait,
-                                          timeout_s=self.timeout))
+        target = ACTION_TARGET[params.action]
+        self.guarded_run(rb, [flow], lambda: backend.set_state(rb, target, parts=params.connectors, wait=self.wait,
+                                                               timeout_s=self.timeout),
+                         set_state_rerun(target, params.connectors))
         return self.log_outcomes(rb)

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
-from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
 from mirrorbook.runbooks import drill
 
 MARGIN_S = 300.0
@@ -34,6 +34,7 @@ class DrillOperator(MirrorbookBaseOperator):
         rb = self.runbook(context)
         # Connections resolved up front: the drill's producer/consumer threads never talk to Airflow.
         clients = asyncio.run(AsyncAirflowResolver(self.hook.topology).aclients())
-        out = guarded(lambda: drill.STEPS[self.step](rb, clients, self.hook.topology, params))
+        out = self.guarded_run(rb, [params.flow_spec],
+                               lambda: drill.STEPS[self.step](rb, clients, self.hook.topology, params))
         self.log_outcomes(rb)
         return out

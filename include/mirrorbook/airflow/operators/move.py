@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, rpo
+from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, rpo, standing
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 
@@ -31,13 +31,17 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         return float(STEP_DEADLINES[self.step])
 
     def execute(self, context: Any) -> Any:
-        return guarded(lambda: self._run(context))
-
-    def _run(self, context: Any) -> Any:
         topology = self.hook.topology
         params = self.runbook_params(context)
-        move = moves.move_for(params, topology)
+        move = guarded(lambda: moves.move_for(params, topology))
         rb = self.runbook(context)
+        # The flow this step drives first: the other direction's when it starts that one.
+        other = topology.reverse_of(move.flow) if move.direction == "failover" else move.flow
+        flows = [other, move.via] if self.step == "start_other_flow" and other is not None else [move.via]
+        return self.guarded_run(rb, flows, lambda: self._run(context, topology, params, move, rb),
+                                standing.move_rerun(rb, self.step, move.to_cluster))
+
+    def _run(self, context: Any, topology: Any, params: Any, move: moves.Move, rb: Runbook) -> Any:
         clients = self.hook.clients
         compute = failover.compute_plan if move.direction == "failover" else failback.compute_plan
         if self.step == "precheck":
@@ -56,7 +60,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         elif self.step == "start_other_flow":
             self._start_other(rb, clients, move, params, topology)
         else:
-            return self._report(context, rb, clients, move)
+            return self._report(context, rb, clients, move, topology)
         return self.log_outcomes(rb)
 
     def _start_other(self, rb: Runbook, clients: Any, move: moves.Move, params: Any, topology: Any) -> None:
@@ -67,7 +71,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         else:
             self.log.info("not requested: the other direction is left as it is")
 
-    def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move) -> dict[str, Any]:
+    def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> dict[str, Any]:
         kept = rb.progress_get(moves.PLAN_KEY)
         plan = moves.TranslationPlan.model_validate(kept) if kept else None
         extra: dict[str, Any] = {}
@@ -84,7 +88,8 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         run = run_report(rb.audit, rb.info.run_id)
         extra["mutating_calls"] = run["mutating_calls"]
         extra["planned_calls"] = run["planned_calls"]
-        report = move_report.move_report(rb, plan, _trigger_time(context), extra)
+        report = move_report.move_report(rb, plan, _trigger_time(context), extra,
+                                         [f for f in (move.flow, move.via, topology.reverse_of(move.flow)) if f])
         text = move_report.render_report(report)
         for line in (text + "\n" + run["text"]).splitlines():
             self.log.info("%s", line)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
+from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
 from mirrorbook.runbooks.offsets import list_offsets
+from mirrorbook.runbooks.standing import offsets_rerun
 
 WAIT_S = 120.0
 
@@ -24,12 +25,13 @@ class ConnectorOffsetsOperator(MirrorbookBaseOperator):
         rb = self.runbook(context)
         flow = params.flow_spec
         backend = self.hook.clients.replication(flow)
+        rerun = offsets_rerun(rb, flow, params.connector, params.action)
         if params.action == "list":
             out_dir = Path(self.artifacts_dir) if self.artifacts_dir else None
-            guarded(lambda: list_offsets(rb, backend.own_offsets, flow, params.connector, out_dir))
+            self.guarded_run(rb, [flow], lambda: list_offsets(rb, backend.own_offsets, flow, params.connector, out_dir),
+                             rerun)
         else:
-            guarded(lambda: backend.change_own_offsets(rb, params.connector, params.action,
-                                                       requested=params.parsed_offsets, snapshot_id=params.snapshot_id,
-                                                       stop_first=params.stop_first, timeout_s=self.timeout,
-                                                       effect=params.effect))
+            self.guarded_run(rb, [flow], lambda: backend.change_own_offsets(
+                rb, params.connector, params.action, requested=params.parsed_offsets, snapshot_id=params.snapshot_id,
+                stop_first=params.stop_first, timeout_s=self.timeout, effect=params.effect), rerun)
         return self.log_outcomes(rb)

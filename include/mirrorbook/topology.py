@@ -98,6 +98,25 @@ class FlowSpec(_Strict):
         return self.connectors.by_role(role)
 
 
+ApprovalMode = Literal["required", "skip"]
+APPROVAL_RUNBOOKS = ("failover", "failback", "offsets")
+
+
+class ApprovalPolicy(_Strict):
+    """Whether a runbook that changes something waits for a human to approve its plan (a run's `approval`
+    param overrides it; dry runs never wait). Automation that triggers runbooks over the API without anyone
+    watching sets `skip` here, or per run."""
+
+    failover: ApprovalMode = "required"
+    failback: ApprovalMode = "required"
+    offsets: ApprovalMode = "required"
+    timeout_s: int = Field(default=3600, ge=60, le=7 * 86_400,
+                           description="how long an approval waits for an answer; no answer is a rejection")
+
+    def of(self, runbook: str) -> ApprovalMode:
+        return getattr(self, runbook)
+
+
 class Topology(_Strict):
     clusters: dict[str, KafkaClusterSpec]
     connect_clusters: dict[str, ConnectClusterSpec]
@@ -107,6 +126,8 @@ class Topology(_Strict):
         default=None, max_length=250, pattern=r"^[A-Za-z0-9_.\-]+$",
         description="the Airflow connection (type spark_connect) whose server runs the proofs of this estate "
                     "(a run's `spark_connect` param overrides it); unset: spark_connect_default when it exists")
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy,
+                                     description="per runbook (failover, failback, offsets): required | skip")
 
     @field_validator("groups")
     @classmethod

@@ -110,8 +110,10 @@ class Run:
 def full_conf(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
     """Every param explicitly: dag.test() runs tasks in its process, and a run's conf can stick to the
     cached task params of the next run; explicit params keep runs independent (as real runs are).
-    Spark parity costs ~20 s a job: tests opt in with parity="spark" where they check it."""
-    return {**dag.params.dump(), **({"parity": "off"} if "parity" in dag.params else {}), **conf}
+    Spark parity costs ~20 s a job: tests opt in with parity="spark" where they check it; likewise nobody
+    answers an approval here: tests of the approval step (test_approval.py) opt in with approval="required"."""
+    return {**dag.params.dump(), **({"parity": "off"} if "parity" in dag.params else {}),
+            **({"approval": "skip"} if "approval" in dag.params else {}), **conf}
 
 
 @pytest.fixture

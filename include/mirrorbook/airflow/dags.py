@@ -43,6 +43,17 @@ def runbook_dag(dag_id: str, model: type[FormParams], doc_md: str | None, **extr
     return DAG(**{**kwargs, **extra})
 
 
+def approval_step(model: type[FormParams]) -> Any:
+    """The approval of the run's plan (operators/approval.py), placed after the plan is known and before the
+    first mutation. How long it waits is the topology's `approval.timeout_s` as this file was parsed."""
+    from mirrorbook.airflow.operators.approval import ApprovePlanOperator
+    from mirrorbook.topology import ApprovalPolicy
+
+    topology = topology_or_none()
+    policy = topology.approval if topology else ApprovalPolicy()
+    return ApprovePlanOperator(task_id="approve_plan", params_model=model, timeout_s=policy.timeout_s)
+
+
 def runbook_chain(model: type[FormParams], steps: list[Any], *, report: Any = None,
                   with_reverse: bool = False) -> None:
     """validate the form -> lock the flow -> steps... -> unlock (a teardown: runs whatever happened) -> report.
@@ -78,6 +89,10 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
     with TaskGroup("translate", prefix_group_id=False,
                    tooltip="where each group resumes on the new cluster: the plan, computed once") as translate:
         step("translate_offsets", "translate")
+    with TaskGroup("approve", prefix_group_id=False, tooltip="a human approves the plan (Required Actions) "
+                   "before anything changes, unless the run or the topology says approval=skip; dry runs never "
+                   "wait") as approve:
+        approval_step(model)
     with TaskGroup("write", prefix_group_id=False, tooltip="snapshot, write the planned offsets, read them "
                    "back") as write:
         chain(step("write_offsets", "write_offsets"), step("read_back_offsets", "verify"))
@@ -90,5 +105,5 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
                    "direction if asked") as switch:
         chain(step("stop_flow", "stop_flow"), step("confirm_flow_stopped", "confirm_stopped"),
               step(other, "start_other_flow"))
-    runbook_chain(model, [prepare, translate, write, prove, switch],
+    runbook_chain(model, [prepare, translate, approve, write, prove, switch],
                   report=step("report", "report", trigger_rule="all_done"), with_reverse=True)

@@ -24,6 +24,7 @@ CONNECTOR_CLASSES = {
     "heartbeat": "MirrorHeartbeatConnector",
 }
 ConnectorRole = Literal["source", "checkpoint", "heartbeat"]
+DEFAULT_RTO_SLO_S = 300
 
 
 class UnknownFlow(Refused):
@@ -76,6 +77,9 @@ class FlowSpec(_Strict):
     replication_policy: Literal["default", "identity"] = "default"
     separator: str = "."
     groups: str | None = Field(default=None, description="managed consumer groups (regex); default: topology.groups")
+    rto_slo_s: int = Field(default=DEFAULT_RTO_SLO_S, ge=1, le=7 * 86_400,
+                           description="a failover or failback of this flow that runs longer than this (from the "
+                                       "moment it was queued) misses its RTO: audited as deadline.missed, alerted")
 
     @field_validator("groups")
     @classmethod

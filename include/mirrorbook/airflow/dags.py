@@ -13,7 +13,7 @@ import pendulum
 from airflow.sdk import DAG, TaskGroup, chain
 
 from mirrorbook.airflow.forms import form
-from mirrorbook.runbooks.params import FormParams
+from mirrorbook.runbooks.params import FormParams, MoveParams
 from mirrorbook.topology import Topology, TopologyError, load_topology
 
 log = logging.getLogger(__name__)
@@ -28,11 +28,16 @@ def topology_or_none() -> Topology | None:
 
 
 def runbook_dag(dag_id: str, model: type[FormParams], doc_md: str | None, **extra: Any) -> DAG:
-    """A runbook DAG whose form is `model`'s: use it as `with runbook_dag(...):`."""
+    """A runbook DAG whose form is `model`'s: use it as `with runbook_dag(...):`. A failover or failback has RTO
+    deadlines (airflow/deadlines.py), from its flows' `rto_slo_s`."""
+    from mirrorbook.airflow.deadlines import rto_deadlines
+
+    topology = topology_or_none()
     kwargs: dict[str, Any] = {
         "dag_id": dag_id,
         "doc_md": doc_md,
-        "params": form(model, topology_or_none()),
+        "params": form(model, topology),
+        **({"deadline": rto_deadlines(topology)} if issubclass(model, MoveParams) else {}),
         "schedule": None,
         "start_date": pendulum.datetime(2024, 1, 1, tz="UTC"),
         "catchup": False,

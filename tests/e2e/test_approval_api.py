@@ -40,7 +40,12 @@ def _trigger(api: httpx.Client, dag_id: str, run_id: str, conf: dict[str, Any]) 
     assert r.status_code == 200, r.text
 
 
-def _asked(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
+def _tasks(api: httpx.Client, dag_id: str, run_id: str) -> dict[str, str]:
+    tis = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances").json().get("task_instances", [])
+    return {t["task_id"]: t["state"] for t in tis}
+
+
+def _asked(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 300) -> dict[str, Any]:
     """The approval request, once the run waits for it (listed among the run's required actions)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -51,17 +56,18 @@ def _asked(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 120) 
         state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json().get("state")
         assert state in ("queued", "running"), f"{dag_id} {run_id} ended ({state}) without asking for approval"
         time.sleep(1)
-    raise AssertionError(f"{dag_id} {run_id} did not ask for approval within {timeout_s} s")
+    raise AssertionError(f"{dag_id} {run_id} did not ask for approval within {timeout_s} s: "
+                         f"{_tasks(api, dag_id, run_id)}")
 
 
-def _finished(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 120) -> str:
+def _finished(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 180) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json()["state"]
         if state in ("success", "failed"):
             return state
         time.sleep(1)
-    raise AssertionError(f"{dag_id} {run_id} still running after {timeout_s} s")
+    raise AssertionError(f"{dag_id} {run_id} still running after {timeout_s} s: {_tasks(api, dag_id, run_id)}")
 
 
 def _parsed_after(api: httpx.Client, dag_id: str, since: float, timeout_s: float = 90) -> None:
@@ -113,8 +119,7 @@ def test_a_failover_waiting_for_approval_misses_its_rto_and_rejected_writes_noth
         answered = api.patch(_hitl("mm2_failover", run_id), json={"chosen_options": ["Reject"]})
         assert answered.status_code == 200, answered.text
         assert _finished(api, "mm2_failover", run_id) == "failed"
-        tis = {t["task_id"]: t["state"] for t in
-               api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}/taskInstances").json()["task_instances"]}
+        tis = _tasks(api, "mm2_failover", run_id)
 
     assert tis["approve_plan"] == "failed" and tis["write_offsets"] == "upstream_failed", tis
     assert tis["unlock_flow"] == "success", tis

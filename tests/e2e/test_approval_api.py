@@ -36,6 +36,7 @@ def _hitl(dag_id: str, run_id: str) -> str:
 
 
 def _trigger(api: httpx.Client, dag_id: str, run_id: str, conf: dict[str, Any]) -> None:
+    api.patch(f"/api/v2/dags/{dag_id}", json={"is_paused": False}).raise_for_status()  # DAGs start paused
     r = api.post(f"/api/v2/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
     assert r.status_code == 200, r.text
 

@@ -45,7 +45,15 @@ def dagbag(airflow_env: dict[str, str]) -> Any:
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert not bag.import_errors, bag.import_errors
+    DEFAULTS.update({dag_id: dag.params.dump() for dag_id, dag in bag.dags.items()})
     return bag
+
+
+# Each DAG's form defaults as parsed. A task whose own params hold none of the DAG's — the approval step: the
+# provider's HITLOperator keeps only task-level params, for its form — gets the DAG's Param objects themselves
+# merged with the run's conf, so under dag.test() (one process) a run's values land in dag.params; a real
+# worker runs each task in a process of its own.
+DEFAULTS: dict[str, dict[str, Any]] = {}
 
 
 @pytest.fixture(scope="session")
@@ -112,7 +120,7 @@ def full_conf(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
     cached task params of the next run; explicit params keep runs independent (as real runs are).
     Spark parity costs ~20 s a job: tests opt in with parity="spark" where they check it; likewise nobody
     answers an approval here: tests of the approval step (test_approval.py) opt in with approval="required"."""
-    return {**dag.params.dump(), **({"parity": "off"} if "parity" in dag.params else {}),
+    return {**DEFAULTS.get(dag.dag_id, dag.params.dump()), **({"parity": "off"} if "parity" in dag.params else {}),
             **({"approval": "skip"} if "approval" in dag.params else {}), **conf}
 
 

@@ -227,7 +227,7 @@ def test_crash_between_translate_and_write_then_clear_converges(fo, run_dag, aud
     admin_a, admin_b, _, b = _admins(fo)
     before = _source_positions(admin_a, groups)
     # The run stops right after translate: the write and everything after never ran (as if killed).
-    crashed = run_dag("mm2_failover", _conf(tag), mark_success="^(write_offsets|read_back_offsets|stop_flow|start_reverse_flow)$")
+    crashed = run_dag("mm2_failover", _conf(tag), mark_success="^(write_offsets|read_back_offsets|stop_flow|confirm_flow_stopped|start_reverse_flow)$")
     assert audit.progress_get(crashed.run_id, "plan") is not None
     assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
     # A partial write before the crash: one group already written (by the crashed attempt).

@@ -161,7 +161,7 @@ def test_restart_failed_brings_back_a_task_that_failed_on_a_target_topic_config_
     _set_max_message_bytes(admin_b.bootstrap, scratch.remote, None)  # the operator fixes the topic
     fixed = run_dag("mm2_health_check", _conf(scratch, restart_failed=True))
     assert fixed.state == "success", webhook.received[-1]
-    [call] = [e for e in fixed.events(kind="call") if e.mutating]
+    [call] = [e for e in fixed.events(kind="call") if e.mutating and e.result != "intent"]
     assert call.result == "ok" and call.request.method == "POST"
     assert call.request.path.endswith("/restart") and call.flow == scratch.flow.name
     [sample] = audit.metrics(scratch.flow.name, limit=1)

@@ -136,11 +136,14 @@ def test_pause_and_resume_change_connect_only_where_needed_and_are_audited_with_
     assert _connect_states(e2e, flow) == dict.fromkeys(("source", "checkpoint", "heartbeat"), "RUNNING")
 
     calls = [e for e in e2e.audit.events(run_id=paused["auditRunId"]) if e.kind == "call"]
-    assert [(e.action, e.user, e.result) for e in calls] == [("connector.pause", "admin", "ok")] * 3
+    # Write-ahead: each call's intent is on record before the call, its outcome after, linked to it.
+    assert [(e.action, e.user, e.result) for e in calls] == [("connector.pause", "admin", "intent"),
+                                                              ("connector.pause", "admin", "ok")] * 3
+    assert [e.details["intent"] for e in calls[1::2]] == [e.event_id for e in calls[0::2]]
     assert {e.request.path.split("/")[2] for e in calls} == {
         name.replace(">", "%3E") for _, name in flow.connectors.items()}
     assert e2e.audit.count_mutating(again["auditRunId"]) == 0
-    assert [e.user for e in e2e.audit.events(run_id=resumed["auditRunId"]) if e.kind == "call"] == ["admin"] * 3
+    assert [e.user for e in e2e.audit.events(run_id=resumed["auditRunId"]) if e.kind == "call"] == ["admin"] * 6  # intent + outcome
 
 
 def test_offsets_keep_connects_semantics_and_no_refused_change_reaches_connect(e2e: E2E):
@@ -181,7 +184,7 @@ def test_offsets_keep_connects_semantics_and_no_refused_change_reaches_connect(e
     assert {"partition": body["offsets"][0]["partition"], "offset": {"offset": 1}} in after
     snap = e2e.audit.snapshot(altered.json()["snapshotId"])
     assert snap.subject == name and snap.run_id == altered.json()["auditRunId"]
-    calls = [e for e in e2e.audit.events(run_id=altered.json()["auditRunId"]) if e.kind == "call"]
+    calls = [e for e in e2e.audit.events(run_id=altered.json()["auditRunId"]) if e.kind == "call" and e.result != "intent"]
     assert [(e.action, e.user, e.request.method) for e in calls] == [("offsets.alter", "admin", "PATCH")]
     assert resumed["state"] in ("REPLICATING", "NOT_REPLICATING")
     eventually(lambda: _connect_states(e2e, flow)["source"] == "RUNNING", timeout=60, what="source RUNNING")

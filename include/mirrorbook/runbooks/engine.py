@@ -21,6 +21,7 @@ from mirrorbook.audit.models import RequestSummary
 from mirrorbook.connect.client import Call, ConnectClient
 from mirrorbook.connect.errors import ConnectError
 from mirrorbook.errors import Refused
+from mirrorbook.runbooks.intents import of_call
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -141,8 +142,6 @@ class Step:
     def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str,
                 expect: BaseModel | None = None) -> T | None:
         """`mutate` for a Connect REST call; a pause/resume/stop/restart expects the state it asks for."""
-        from mirrorbook.runbooks.intents import of_call  # intents.py reconciles through this module
-
         expect = expect or of_call(call)
         if expect is None:
             raise ValueError(f"{call.method} {call.path}: say what the call leaves in place (expect=...)")

@@ -11,7 +11,7 @@ else: so every change made appears on the trail, exactly once, and a re-run that
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -21,8 +21,10 @@ from mirrorbook.clients import Clients
 from mirrorbook.connect.client import Call
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.types import TP
-from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.topology import FlowSpec
+
+if TYPE_CHECKING:  # the engine records intents with these expectations: it imports this module
+    from mirrorbook.runbooks.engine import Runbook
 
 log = logging.getLogger(__name__)
 

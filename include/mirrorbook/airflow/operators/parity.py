@@ -133,9 +133,9 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
         connect_conn_id = spark_connect_choice(params, self.hook.topology)[0]
-        engine = (f"spark-connect ({connect_conn_id})" if spark_connect_url(connect_conn_id) is not None
-                  else f"spark-submit ({spark_submit_master()})")
-        summary = guarded(lambda: self._submit(spec, connect_conn_id))
+        url = spark_connect_url(connect_conn_id)
+        engine = f"spark-connect ({connect_conn_id})" if url is not None else f"spark-submit ({spark_submit_master()})"
+        summary = guarded(lambda: self._submit(spec, url))
         guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check, engine))
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
@@ -144,11 +144,11 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
         if self._submitting is not None:
             self._submitting.on_kill()
 
-    def _submit(self, spec: SparkSubmitSpec, connect_conn_id: str) -> ParitySummary:
-        """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit)."""
-        url = spark_connect_url(connect_conn_id)
+    def _submit(self, spec: SparkSubmitSpec, url: str | None) -> ParitySummary:
+        """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit).
+        `url`: the Spark Connect server to run on, None for spark-submit."""
         if url is not None:
-            self.log.info("running %s on the Spark Connect server of connection %r", spec.name, connect_conn_id)
+            self.log.info("running %s on the Spark Connect server %s", spec.name, url.split(";")[0])
             return connect.run(spec, url)
         try:
             BaseHook.get_connection(self.conn_id)

@@ -164,7 +164,7 @@ class FlowNow(BaseModel):
 
 
 def _recorded(name: str, state: Any) -> ConnectorStatus | None:
-    """A status from what a step recorded (`connectors.connector_state`)."""
+    """A status from what a step recorded (`replication.mm2_connect_states.connector_state`)."""
     if not isinstance(state, dict) or not isinstance(state.get("connector"), str):
         return None
     tasks = [TaskState(id=i, state=str(s)) for i, s in enumerate(state.get("tasks") or []) if isinstance(s, str)]

@@ -22,6 +22,10 @@ class Refused(MirrorbookError):
     """
 
 
+class GateRefused(Refused):
+    """A precondition of a mutating step does not hold; nothing was changed."""
+
+
 class Verdict(MirrorbookError):
     """A check ran and found the state wrong (a failed proof, a read-back that differs from the plan).
 

@@ -24,6 +24,9 @@ CONNECTOR_CLASSES = {
     "heartbeat": "MirrorHeartbeatConnector",
 }
 ConnectorRole = Literal["source", "checkpoint", "heartbeat"]
+PolicyName = Literal["default", "identity"]  # MM2's DefaultReplicationPolicy / IdentityReplicationPolicy
+# What replicates a flow (mirrorbook.replication): MirrorMaker 2 on Kafka Connect is the one there is.
+BackendKind = Literal["mm2-connect"]
 
 
 class UnknownFlow(Refused):
@@ -73,7 +76,8 @@ class FlowSpec(_Strict):
     target: str
     connect_cluster: str
     connectors: ConnectorNames | None = None
-    replication_policy: Literal["default", "identity"] = "default"
+    backend: BackendKind = "mm2-connect"
+    replication_policy: PolicyName = "default"
     separator: str = "."
     groups: str | None = Field(default=None, description="managed consumer groups (regex); default: topology.groups")
 
@@ -96,6 +100,11 @@ class FlowSpec(_Strict):
     def connector(self, role: str) -> str:
         assert self.connectors is not None
         return self.connectors.by_role(role)
+
+    def role_of(self, name: str) -> str | None:
+        """The part (role) whose connector is `name`; None when no part of this flow is."""
+        assert self.connectors is not None
+        return next((role for role, connector in self.connectors.items() if connector == name), None)
 
 
 class Topology(_Strict):

@@ -45,3 +45,44 @@ def test_hook_talks_to_the_real_connect_and_resolver_prefers_connections(airflow
     # The devstack's Airflow connections (AIRFLOW_CONN_*) resolve to the same addresses as its topology.
     assert hook.clients.kafka_config("A")["bootstrap.servers"] == stack_state.brokers["A"].bootstrap
     assert hook.clients.resolver.connect_settings("B").url == stack_state.workers["B"].url
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sensor_path, model_path, conf", [
+    ("mirrorbook.airflow.sensors.connect.ConnectorStateSensor", "mirrorbook.runbooks.params.PauseResumeParams",
+     {"action": "resume", "connectors": "all"}),
+    ("mirrorbook.airflow.sensors.kafka.ReplicationDrainedSensor", "mirrorbook.runbooks.params.FailoverParams",
+     {"max_lag": 0}),
+])
+def test_a_sensor_builds_its_hook_once_and_reuses_it_and_its_clients_across_pokes(dag_scratch, monkeypatch,
+                                                                                    sensor_path, model_path, conf):
+    import importlib
+
+    from mirrorbook.airflow.hooks import mirrorbook as hooks
+    from mirrorbook.clients import Clients
+
+    def load(path: str):
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    # spies: they count, and call the real thing
+    built, topologies, admins = [], [], []
+    real_init, real_load, real_admin = hooks.MirrorbookHook.__init__, hooks.load_topology, Clients.new_admin
+
+    def init(self, *a, **kw):
+        built.append(self)
+        real_init(self, *a, **kw)
+
+    monkeypatch.setattr(hooks.MirrorbookHook, "__init__", init)
+    monkeypatch.setattr(hooks, "load_topology", lambda *a, **kw: topologies.append(a) or real_load(*a, **kw))
+    monkeypatch.setattr(Clients, "new_admin", lambda self, alias: admins.append(alias) or real_admin(self, alias))
+
+    sensor = load(sensor_path)(task_id="wait", params_model=load(model_path))
+    context = {"params": {"flow": dag_scratch.flow.name, **conf}}
+    seen = []
+    for _ in range(3):
+        assert sensor.poke(context) in (True, False)
+        seen.append((sensor.hook, sensor.hook.clients))
+    assert len(built) == 1 and len(topologies) == 1
+    assert all(s == seen[0] for s in seen)
+    assert len(admins) == len(set(admins))  # each cluster's admin made once, whatever the number of pokes

@@ -246,3 +246,12 @@ def test_remote_cluster_utils_and_readers_on_the_stack(devstack, bootstrap_a, bo
     assert (log.records, log.malformed) == (5, 3)
     assert translate_offsets(bootstrap_b, alias, "g1") == {TP("Z.t", 0): 18}
     assert translate_offsets_all(bootstrap_b, alias, "g.*") == {"g1": {TP("Z.t", 0): 18}}
+
+
+def test_translate_learns_where_the_offset_syncs_are_from_the_flows_backend(topology, scratch_flow):
+    from mirrorbook.mm2.cli import syncs_location
+
+    # the devstack's own flow keeps MM2's default; a scratch flow keeps its syncs on the target
+    assert syncs_location(topology, topology.flow("A->B")) == "source"
+    assert syncs_location(scratch_flow.topology, scratch_flow.flow) == "target"
+    assert syncs_location(scratch_flow.topology, scratch_flow.flow, "source") == "source"  # the flag overrides

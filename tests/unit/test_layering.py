@@ -71,3 +71,27 @@ def test_every_module_outside_mirrorbook_airflow_imports_without_airflow():
 def test_the_plugins_app_lives_under_mirrorbook_airflow():
     assert importlib.util.find_spec("mirrorbook.airflow.api.app") is not None
     assert importlib.util.find_spec("mirrorbook.api") is None
+
+
+# The seam's direction: runbooks -> replication -> connect / mm2 / kafka. A backend takes the runbook it
+# acts in as an argument; importing one must not load a runbook (which is how Connect calls crept back in).
+SEAM_PROBE = textwrap.dedent('''
+    import importlib, json, pkgutil, sys
+    import mirrorbook.replication as replication
+
+    names = [info.name for info in pkgutil.iter_modules(replication.__path__, "mirrorbook.replication.")]
+    for name in names:
+        importlib.import_module(name)
+    print(json.dumps({"modules": names, "runbooks": sorted(m for m in sys.modules if m.startswith("mirrorbook.runbooks"))}))
+''')
+
+
+def test_the_replication_backends_import_no_runbook():
+    done = subprocess.run([sys.executable, "-c", SEAM_PROBE], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"mirrorbook.replication.backend", "mirrorbook.replication.mm2_connect",
+            "mirrorbook.replication.mm2_connect_states", "mirrorbook.replication.mm2_connect_offsets",
+            "mirrorbook.replication.expect"} <= set(found["modules"])
+    assert found["runbooks"] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 
 import pytest
 from hypothesis import assume, given, settings
@@ -147,3 +148,64 @@ def test_a_credential_in_any_text_is_masked(prefix: str, suffix: str, secret: st
     if as_json:  # the same text inside a JSON document (quotes escaped), as a log line or an error carries it
         text = json.dumps({"message": text})
     assert secret not in redact_text(text)
+
+
+# -- one rule for keys and text ------------------------------------------------------------------------------
+@pytest.mark.parametrize("key", ["pwd", "s3.access.key", "aws_secret_access_key", "KAFKA_SASL_PASSWORD", "clientSecret",
+                                 "x-api-key", "apikey", "sasl.jaas.config", "basic.auth.user.info", "ssl.keystore.key",
+                                 "Authorization", "X-Auth-Token", "client.credentials", "private_key", "ssl.key.pem"])
+def test_a_secret_key_is_masked_in_a_dict_as_in_text(key: str) -> None:
+    assert redact({key: SECRET}) == {key: MASK}
+    assert SECRET not in redact_text(f"{key}={SECRET}") and SECRET not in redact_text(json.dumps({key: SECRET}))
+
+
+@pytest.mark.parametrize("key", ["sasl.oauthbearer.token.endpoint.url", "tokens", "basic.auth.credentials.source",
+                                 "bootstrap.servers", "ssl.truststore.location", "key.converter", "partition.key"])
+def test_a_key_that_names_no_secret_is_shown_in_a_dict_as_in_text(key: str) -> None:
+    assert redact({key: "v1"}) == {key: "v1"}
+    assert redact_text(f"{key}=v1") == f"{key}=v1"
+
+
+_key_parts = st.sampled_from(["", "sasl.", "consumer.override.", "ssl.", "KAFKA_", "my-", "source.cluster."])
+_key_words = st.sampled_from(["password", "pwd", "secret", "token", "access.key", "api_key", "jaas.config", "user",
+                              "endpoint.url", "tokens", "key", "location", "auth.user.info", "credentials"])
+
+
+@given(prefix=_key_parts, word=_key_words)
+def test_keys_and_text_follow_the_same_rule(prefix: str, word: str) -> None:
+    key = prefix + word
+    value = "9v" + "x" * 8
+    assert is_secret_key(key) == (redact({key: value}) == {key: MASK}) == (value not in redact_text(f"{key}={value}"))
+
+
+# -- log records --------------------------------------------------------------------------------------------
+def test_mirrorbook_loggers_mask_credentials_in_messages_arguments_and_tracebacks(caplog) -> None:
+    from mirrorbook.redaction import get_logger
+
+    log = get_logger("mirrorbook.test_redaction")
+    with caplog.at_level(logging.INFO, logger="mirrorbook.test_redaction"):
+        log.info("calling %s with %s", f"http://ops:{SECRET}@connect:8083", {"sasl.jaas.config": JAAS})
+        log.warning(f"refused: password={SECRET}")
+        try:
+            raise RuntimeError(f"401 from http://ops:{SECRET}@connect:8083")
+        except RuntimeError:
+            log.exception("the call failed")
+        log.info("offset=5 partition=%d", 2)
+    assert SECRET not in caplog.text and MASK in caplog.text
+    assert [r.getMessage() for r in caplog.records][-1] == "offset=5 partition=2"
+    assert "RuntimeError: 401 from http://ops:***@connect:8083" in caplog.text
+
+
+def test_every_mirrorbook_module_logger_carries_the_filter() -> None:
+    import importlib
+    import pkgutil
+
+    import mirrorbook
+    from mirrorbook.redaction import REDACTING
+
+    loggers = {}
+    for info in pkgutil.walk_packages(mirrorbook.__path__, "mirrorbook."):
+        module = importlib.import_module(info.name)
+        loggers.update({f"{info.name}.{k}": v for k, v in vars(module).items() if isinstance(v, logging.Logger)})
+    assert len(loggers) >= 10 and "mirrorbook.runbooks.engine.log" in loggers
+    assert [name for name, lg in loggers.items() if REDACTING not in lg.filters] == []

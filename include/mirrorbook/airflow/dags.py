@@ -5,7 +5,6 @@ DAG files stay a few lines: `runbook_dag(dag_id, Model, __doc__)` and the runboo
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
@@ -13,10 +12,11 @@ import pendulum
 from airflow.sdk import DAG, TaskGroup, chain
 
 from mirrorbook.airflow.forms import form
+from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks.params import FormParams
 from mirrorbook.topology import Topology, TopologyError, load_topology
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def topology_or_none() -> Topology | None:

@@ -12,7 +12,6 @@ each attempt's timeout is capped by what is left of it (`mirrorbook.connect.retr
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -39,8 +38,9 @@ from mirrorbook.connect.models import (
     ConnectorView,
 )
 from mirrorbook.connect.retry import RetryPolicy
+from mirrorbook.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
 
 
@@ -74,6 +74,11 @@ class ConnectSettings(BaseModel):
             user, _, password = userinfo.partition(":")
             data.update(username=unquote(user), password=unquote(password))
         return data
+
+    @property
+    def place(self) -> str:
+        """`Connect cluster B (http://host:8083)`: how messages name this cluster (never its credentials)."""
+        return Where(url=self.url, cluster=self.name).cluster_label
 
     def httpx_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"base_url": self.url.rstrip("/"), "timeout": self.timeout_s, "verify": self.verify}
@@ -274,8 +279,7 @@ class _Base:
 
     @property
     def place(self) -> str:
-        """`Connect cluster B (http://host:8083)`: how messages name this cluster."""
-        return Where(url=self.settings.url, cluster=self.settings.name).cluster_label
+        return self.settings.place
 
     def where(self, call: Call[Any]) -> Where:
         return Where(url=self.settings.url, cluster=self.settings.name, method=call.method, path=call.path,

@@ -7,7 +7,6 @@ runtime closure into the cache. A directory is only published (renamed into plac
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -21,8 +20,9 @@ from mirrorbook.devstack import versions
 from mirrorbook.devstack.errors import DevstackError, MavenUnreachable
 from mirrorbook.devstack.paths import cache_dir
 from mirrorbook.devstack.tools import find_maven
+from mirrorbook.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MARKER = ".complete"
 CENTRAL = "https://repo.maven.apache.org/maven2"

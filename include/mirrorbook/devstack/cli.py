@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import Any, get_args
 
+from mirrorbook.booleans import parse_bool
 from mirrorbook.devstack import versions
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
+from mirrorbook.mm2.internal_topics import OffsetSyncsLocation
+from mirrorbook.topology import PolicyName
 
 MM2_FLAGS = {
     "checkpoint_interval": "checkpoint_interval_s",
@@ -42,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--refresh-interval", type=int, help="refresh.topics/groups.interval.seconds (default 5)")
     up.add_argument("--offset-lag-max", type=int, help="offset.lag.max (default 100)")
     up.add_argument("--sync-group-offsets", choices=["true", "false"], help="sync.group.offsets.enabled")
-    up.add_argument("--replication-policy", choices=["default", "identity"])
-    up.add_argument("--offset-syncs-location", choices=["source", "target"],
+    up.add_argument("--replication-policy", choices=get_args(PolicyName))
+    up.add_argument("--offset-syncs-location", choices=get_args(OffsetSyncsLocation),
                     help="offset-syncs.topic.location (default source, MM2's default). A DR flow should use "
                          "target (KIP-716): the syncs then survive the loss of the source cluster, and an "
                          "unplanned failover can translate with them")
@@ -94,7 +97,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         if value is None:
             continue
         if flag == "sync_group_offsets":
-            value = value == "true"
+            value = parse_bool(value)
         for f in field if isinstance(field, tuple) else (field,):
             mm2[f] = value
     out: dict[str, Any] = {"mm2": mm2} if mm2 else {}

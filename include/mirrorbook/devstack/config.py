@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirrorbook.topology import FlowSpec
+from mirrorbook.mm2.internal_topics import OffsetSyncsLocation
+from mirrorbook.topology import FlowSpec, PolicyName
 
 MIRROR_PKG = "org.apache.kafka.connect.mirror"
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
@@ -25,7 +25,7 @@ class Mm2Settings(BaseModel):
     offset_lag_max: int = Field(100, ge=0)
     sync_group_offsets: bool = False
     sync_group_offsets_interval_s: int = Field(5, ge=1)
-    replication_policy: Literal["default", "identity"] = "default"
+    replication_policy: PolicyName = "default"
     separator: str = "."
     topics: str = ".*"
     groups: str = ".*"
@@ -33,7 +33,7 @@ class Mm2Settings(BaseModel):
     # Where MM2 keeps its offset-syncs. A DR flow should say `target` (KIP-716): with the default (`source`)
     # they are lost with the source cluster, and an unplanned failover cannot use them; on the target they
     # survive the disaster they are needed for.
-    offset_syncs_location: Literal["source", "target"] = "source"
+    offset_syncs_location: OffsetSyncsLocation = "source"
 
 
 class StackSettings(BaseModel):

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
@@ -29,9 +28,10 @@ from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.processes import ProcessRecord, died_error, run_java, start_java
 from mirrorbook.devstack.spark import SparkConnectState
 from mirrorbook.devstack.tools import find_java
+from mirrorbook.redaction import get_logger
 from mirrorbook.topology import ConnectClusterSpec, FlowSpec, KafkaClusterSpec, Topology
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
@@ -288,28 +288,32 @@ class DevStack:
         with ThreadPoolExecutor(len(state.brokers)) as pool:
             list(pool.map(fmt, state.brokers.values()))
 
-    def _launch(self, java: str, cp: str, state: StackState, started: list[str], name: str, label: str,
-                needs: list[tuple[int, str]], heap_mb: int, main: str, props: Path) -> ProcessRecord:
-        """Start one JVM of the stack after checking its ports, and record it at once (so `down` finds it)."""
-        for port, what in needs:
-            ports.require_free(port, what)
-        opts = config.jvm_opts(heap_mb, self._log4j(), state.settings.extra_jvm_opts)
-        record = start_java(java, opts, cp, main, [str(props)], self._log(name), label)
-        started.append(name)
-        return record
+    def _start_each(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
+                    only: str | None, members: list[Any], kind: str, label: str,
+                    needs: Callable[[Any], list[tuple[int, str]]], heap_mb: int, main: str,
+                    props: Callable[[Any], Path], wait: Callable[[Any, float], None]) -> None:
+        """Start the members (brokers or workers) that are not running — each after checking its ports, and
+        recorded at once (so `down` finds it even if a later one fails) — then wait until each one started
+        answers."""
+        for m in members:
+            if (only and m.alias != only) or (m.process and m.process.alive()):
+                continue
+            for port, what in needs(m):
+                ports.require_free(port, what)
+            opts = config.jvm_opts(heap_mb, self._log4j(), state.settings.extra_jvm_opts)
+            name = f"{kind}-{m.alias}"
+            m.process = start_java(java, opts, cp, main, [str(props(m))], self._log(name), f"{label} {m.alias}")
+            started.append(name)
+            self._save(state)
+        for m in members:
+            if f"{kind}-{m.alias}" in started:
+                wait(m, timeout_s)
 
     def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                        only: str | None = None) -> None:
-        for b in state.brokers.values():
-            if (only and b.alias != only) or (b.process and b.process.alive()):
-                continue
-            b.process = self._launch(java, cp, state, started, f"broker-{b.alias}", f"broker {b.alias}",
-                                     [(b.broker_port, f"broker {b.alias}"), (b.controller_port, f"controller {b.alias}")],
-                                     state.settings.broker_heap_mb, BROKER_MAIN, self._broker_config(b))
-            self._save(state)
-        for b in state.brokers.values():
-            if f"broker-{b.alias}" in started:
-                self._wait_broker(b, timeout_s)
+        self._start_each(java, cp, state, timeout_s, started, only, list(state.brokers.values()), "broker", "broker",
+                         lambda b: [(b.broker_port, f"broker {b.alias}"), (b.controller_port, f"controller {b.alias}")],
+                         state.settings.broker_heap_mb, BROKER_MAIN, self._broker_config, self._wait_broker)
 
     def _wait_broker(self, broker: BrokerState, timeout_s: float) -> None:
         from mirrorbook.kafka.admin import KafkaAdmin
@@ -343,16 +347,10 @@ class DevStack:
 
     def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                        only: str | None = None) -> None:
-        for w in state.workers.values():
-            if (only and w.alias != only) or (w.process and w.process.alive()):
-                continue
-            w.process = self._launch(java, cp, state, started, f"connect-{w.alias}", f"Connect worker {w.alias}",
-                                     [(w.rest_port, f"Connect worker {w.alias}")], state.settings.connect_heap_mb,
-                                     CONNECT_MAIN, self._worker_config(w, state))
-            self._save(state)
-        for w in state.workers.values():
-            if f"connect-{w.alias}" in started:
-                self._wait_worker(w, timeout_s)
+        self._start_each(java, cp, state, timeout_s, started, only, list(state.workers.values()), "connect",
+                         "Connect worker", lambda w: [(w.rest_port, f"Connect worker {w.alias}")],
+                         state.settings.connect_heap_mb, CONNECT_MAIN, lambda w: self._worker_config(w, state),
+                         self._wait_worker)
 
     def _wait_worker(self, worker: WorkerState, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

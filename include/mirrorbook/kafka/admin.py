@@ -7,7 +7,6 @@ awaited together, so cost grows with round trips, not with the number of groups 
 from __future__ import annotations
 
 import copy
-import logging
 import threading
 import time
 from concurrent.futures import Future
@@ -27,8 +26,9 @@ from pydantic import BaseModel
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.types import TP
+from mirrorbook.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # Group states in which nobody consumes: offsets may be written (Kafka's own rule for resets).
 INACTIVE_STATES = {"EMPTY", "DEAD", "UNKNOWN_ABSENT"}

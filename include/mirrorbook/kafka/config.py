@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping
 
-_rdkafka_log = logging.getLogger("mirrorbook.kafka.rdkafka")
+from mirrorbook.redaction import get_logger
+
+_rdkafka_log = get_logger("mirrorbook.kafka.rdkafka")
 
 
 def client_config(config: str | Mapping[str, Any], **extra: Any) -> dict[str, Any]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, get_args
 
+from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.mm2.internal_topics import read_checkpoints
+from mirrorbook.mm2 import Translation
+from mirrorbook.mm2.internal_topics import OffsetSyncsLocation, read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import PreciseReport, translate_precise
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
@@ -18,10 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate consumer-group offsets of a flow to its target cluster")
     p.add_argument("--flow", required=True, help="flow name from the topology, e.g. A->B")
     p.add_argument("--groups", help="consumer groups (regex, whole id must match); default: the flow's managed groups")
-    p.add_argument("--mode", choices=["mm2", "precise"], default="mm2",
+    p.add_argument("--mode", choices=get_args(Translation), default="mm2",
                    help="mm2: MM2's checkpoints (one pass for all groups); precise: prove the exact record")
-    p.add_argument("--offset-syncs-location", choices=["source", "target"], default="source",
-                   help="where the flow's offset-syncs topic lives (MM2's offset-syncs.topic.location)")
+    p.add_argument("--offset-syncs-location", choices=get_args(OffsetSyncsLocation),
+                   help="where the flow's offset-syncs topic lives (MM2's offset-syncs.topic.location); "
+                        "default: what the flow's replication backend says")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or include/topology.yaml)")
     p.set_defaults(func=cmd_translate)
@@ -47,9 +50,15 @@ def cmd_translate(args: argparse.Namespace) -> int:
     else:
         report = translate_precise(_bootstrap(topology, flow.source), _bootstrap(topology, flow.target),
                                    flow.source, flow.target, groups, policy=policy,
-                                   offset_syncs_location=args.offset_syncs_location)
+                                   offset_syncs_location=syncs_location(topology, flow, args.offset_syncs_location))
         print(report.model_dump_json(indent=2) if args.json else precise_table(report))
     return 0
+
+
+def syncs_location(topology: Topology, flow: FlowSpec, override: OffsetSyncsLocation | None = None
+                   ) -> OffsetSyncsLocation:
+    """`override` (the flag), else where the flow's replication backend keeps its offset-syncs."""
+    return override or Clients(TopologyResolver(topology)).replication(flow).offset_mapping().offset_syncs_location
 
 
 def mm2_offsets(topology: Topology, flow: FlowSpec, groups: str, policy: ReplicationPolicy) -> dict[str, Any]:

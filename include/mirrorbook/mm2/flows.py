@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +40,10 @@ class FlowState(str, Enum):
     REPLICATING = "REPLICATING"
     CONCERNING = "CONCERNING"
     NOT_REPLICATING = "NOT_REPLICATING"
+
+
+# The same states as the choices of a form field (a Literal made from the enum, so they cannot drift).
+FlowStateName = Literal[tuple(s.value for s in FlowState)]  # type: ignore[valid-type]
 
 
 class DetailedState(BaseModel):

@@ -19,7 +19,6 @@ than 0 is malformed (Kafka only `assert`s it), since a future layout must not be
 from __future__ import annotations
 
 import itertools
-import logging
 import operator
 import struct
 from dataclasses import dataclass, field
@@ -33,8 +32,9 @@ from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import HEARTBEATS, ReplicationPolicy
 from mirrorbook.mm2.records import Checkpoint, Heartbeat, OffsetSync
+from mirrorbook.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Config = str | Mapping[str, Any]
 OffsetSyncsLocation = Literal["source", "target"]
@@ -46,9 +46,6 @@ _QQ = struct.Struct(">qq")
 _QQH = struct.Struct(">qqh")
 _HQ = struct.Struct(">hq")
 _I = struct.Struct(">i")
-# Reading a topic through to its end as fast as the broker serves it: by default librdkafka stops
-# prefetching at 100k queued messages and then backs off for fetch.queue.backoff.ms (1 s), which
-# caps a 200k-record read at ~100k records/s.
 _FILTERED = object()  # a well-formed checkpoint key whose group the caller does not want
 _MISSING = object()
 

@@ -84,9 +84,6 @@ class ReplicationPolicy:
             return topic
         return self.original_topic(upstream)
 
-    def heartbeats_topic(self) -> str:
-        return HEARTBEATS
-
     def _internal_suffix(self) -> str:
         return f"{self.separator}internal" if self.internal_separator else ".internal"
 
@@ -129,10 +126,6 @@ class ReplicationPolicy:
             upstream = self.upstream_topic(name)
             name = upstream if upstream != name else None
         return None
-
-    def remote_topic(self, source_alias: str, topic: str) -> str:
-        """The target-side name of source topic `topic` for a flow from `source_alias`."""
-        return self.format_remote_topic(source_alias, topic)
 
     def source_topic_of(self, remote: str, source_alias: str) -> str | None:
         """The source topic a target topic mirrors from `source_alias`, or None if it is not one of its."""

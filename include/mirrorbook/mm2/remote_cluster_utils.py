@@ -92,12 +92,6 @@ def upstream_clusters(admin: AdminLike, policy: ReplicationPolicy | None = None)
     return {s for t in heartbeat_topics(admin, policy) for s in all_sources(t, policy)}
 
 
-def remote_topics(admin: AdminLike, source: str | None = None, policy: ReplicationPolicy | None = None) -> set[str]:
-    policy = policy or _DEFAULT_POLICY
-    return {t for t in _list_topics(admin) if is_remote_topic(t, policy)
-            and (source is None or policy.topic_source(t) == source)}
-
-
 def replication_hops(admin: AdminLike, upstream_alias: str, policy: ReplicationPolicy | None = None) -> int:
     """Fewest hops from `upstream_alias` to this cluster by its heartbeat topics; -1 if unreachable."""
     hops = [h for t in heartbeat_topics(admin, policy) if (h := count_hops_for_topic(t, upstream_alias, policy)) != -1]

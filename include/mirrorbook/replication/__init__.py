@@ -1,33 +1,49 @@
-"""Replication backends: how a flow is replicated, behind one seam (see `backend.py`)."""
+"""Replication backends: how a flow is replicated, behind one seam (see `backend.py`).
+
+A flow names its backend (`backend:` in the topology, `mm2-connect` by default); each kind is a module with
+`backend(clients, flow)` and `all_status(clients, flows, with_lag=)`, imported when a flow first needs it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import importlib
+from typing import TYPE_CHECKING, get_args
 
-from mirrorbook.replication.backend import FlowTarget, OffsetMapping, ReplicationBackend
+from mirrorbook.replication.backend import (ACTION_TARGET, TARGET_ACTION, FlowAction, FlowTarget, OffsetMapping,
+                                            ReplicationBackend)
+from mirrorbook.topology import BackendKind
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from mirrorbook.clients import Clients
     from mirrorbook.mm2.flows import FlowStatus
     from mirrorbook.topology import FlowSpec
 
-BACKENDS = ("mm2-connect",)
+BACKENDS: tuple[str, ...] = get_args(BackendKind)
+_MODULES = {"mm2-connect": "mirrorbook.replication.mm2_connect"}
+
+
+def _module(kind: str) -> "ModuleType":
+    return importlib.import_module(_MODULES[kind])
 
 
 def backend_for(clients: "Clients", flow: "FlowSpec") -> ReplicationBackend:
-    """The backend that replicates `flow` (MirrorMaker 2 on Connect: the one there is today)."""
-    from mirrorbook.replication import mm2_connect
-
-    return mm2_connect.backend(clients, flow)
+    """The backend that replicates `flow`, of the kind the flow names."""
+    return _module(flow.backend).backend(clients, flow)
 
 
 async def all_status(clients: "Clients", flows: "list[FlowSpec] | None" = None, *,
                      with_lag: bool = True) -> "list[FlowStatus]":
-    """Every flow's status at once, each backend batching its own requests."""
-    from mirrorbook.replication import mm2_connect
+    """Every flow's status at once, in the order given: each backend kind batches its own flows' requests."""
+    flows = flows if flows is not None else clients.topology.flows
+    kinds = list(dict.fromkeys(f.backend for f in flows))
+    batches = await asyncio.gather(*(_module(k).all_status(clients, [f for f in flows if f.backend == k],
+                                                           with_lag=with_lag) for k in kinds))
+    by_flow = {s.flow: s for batch in batches for s in batch}
+    return [by_flow[f.name] for f in flows]
 
-    return await mm2_connect.all_status(clients, flows if flows is not None else clients.topology.flows,
-                                        with_lag=with_lag)
 
-
-__all__ = ["BACKENDS", "FlowTarget", "OffsetMapping", "ReplicationBackend", "all_status", "backend_for"]
+__all__ = ["ACTION_TARGET", "BACKENDS", "TARGET_ACTION", "FlowAction", "FlowTarget", "OffsetMapping",
+           "ReplicationBackend", "all_status", "backend_for"]

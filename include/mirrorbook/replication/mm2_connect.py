@@ -1,27 +1,31 @@
 """MirrorMaker 2 on Kafka Connect: the replication backend of the first release.
 
 A flow is three connectors on one Connect cluster (source, checkpoint, heartbeat — the `parts`); its
-state follows KIP-1144 (`mm2.flows`), its controls are Connect's pause/resume/stop (KIP-875 STOPPED),
-its replicated positions are the MirrorSourceConnector's offsets, its offset mapping is MM2's
-checkpoints and offset-syncs, and its own offsets are the connectors' KIP-875 offsets.
+state follows KIP-1144 (`mm2.flows`), its controls are Connect's pause/resume/stop (KIP-875 STOPPED,
+`mm2_connect_states`), its replicated positions are the MirrorSourceConnector's offsets, its offset
+mapping is MM2's checkpoints and offset-syncs, and its own offsets are the connectors' KIP-875 offsets
+(`mm2_connect_offsets`).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mirrorbook.booleans import parse_bool
 from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectError
-from mirrorbook.connect.models import ConnectorOffsets
+from mirrorbook.connect.models import ConnectorOffsets, ConnectorStatus, ConnectorView
+from mirrorbook.connect.wait import async_wait_for, reached, wait_for
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import FlowStatus, async_all_flow_status, async_flow_status, flow_status
-from mirrorbook.replication.backend import FlowTarget, OffsetMapping, OffsetsAction
-from mirrorbook.connect.wait import wait_for
-from mirrorbook.runbooks.connectors import roles_for, set_flow_state
-from mirrorbook.runbooks.engine import Runbook, StepOutcome
-from mirrorbook.runbooks.offsets import change_offsets
+from mirrorbook.replication.backend import FlowTarget, OffsetMapping, OffsetsAction, ReadBack
+from mirrorbook.replication.mm2_connect_offsets import change_offsets
+from mirrorbook.replication.mm2_connect_states import parts_status, roles_for, set_flow_state
 from mirrorbook.topology import FlowSpec
+
+if TYPE_CHECKING:
+    from mirrorbook.runbooks.engine import Runbook, StepOutcome
 
 DEFAULT_CHECKPOINT_INTERVAL_S = 60
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal,.*\.replica,__.*"  # MM2's default topics.exclude
@@ -36,6 +40,10 @@ class Mm2ConnectBackend:
     def __repr__(self) -> str:
         return f"Mm2ConnectBackend({self.flow.name} on Connect cluster {self.flow.connect_cluster})"
 
+    @property
+    def place(self) -> str:
+        return self.clients.resolver.connect_settings(self.flow.connect_cluster).place
+
     # -- state ------------------------------------------------------------------------------------
     def status(self, *, with_lag: bool = True) -> FlowStatus:
         return flow_status(self.clients, self.flow, with_lag=with_lag)
@@ -43,8 +51,21 @@ class Mm2ConnectBackend:
     async def astatus(self, *, with_lag: bool = True) -> FlowStatus:
         return await async_flow_status(self.clients, self.flow, with_lag=with_lag)
 
-    def set_state(self, rb: Runbook, target: FlowTarget, *, parts: str = "all", wait: bool = True,
-                  timeout_s: float = 120.0) -> list[StepOutcome]:
+    def part_states(self, *, deadline_s: float = 5.0) -> dict[str, ConnectorStatus | None]:
+        with self.clients.connect(self.flow) as client:
+            return parts_status(client, self.flow, deadline_s)
+
+    async def adescribe_parts(self) -> dict[str, ConnectorView | None]:
+        async with self.clients.async_connect(self.flow) as client:
+            views: dict[str, ConnectorView] = await client.list(("info", "status"))
+        return {role: views.get(name) for role, name in self.flow.connectors.items()}  # type: ignore[union-attr]
+
+    def in_state(self, target: FlowTarget, *, parts: str = "all") -> bool:
+        with self.clients.connect(self.flow) as client:
+            return all(reached(client.status(self.flow.connector(role)), target) for role in roles_for(parts, target))
+
+    def set_state(self, rb: "Runbook", target: FlowTarget, *, parts: str = "all", wait: bool = True,
+                  timeout_s: float = 120.0) -> list["StepOutcome"]:
         with self.clients.connect(self.flow) as client:
             return set_flow_state(rb, client, self.flow, parts, target, wait=wait, timeout_s=timeout_s)
 
@@ -58,10 +79,20 @@ class Mm2ConnectBackend:
                 out[role] = status.summary()
         return out
 
+    async def await_state(self, target: FlowTarget, *, parts: str = "all", timeout_s: float = 120.0,
+                          poll_s: float = 1.0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout_s
+        out = {}
+        async with self.clients.async_connect(self.flow) as client:
+            for role in roles_for(parts, target):
+                status = await async_wait_for(client, self.flow.connector(role), target, poll_s=poll_s,
+                                              timeout_s=max(1.0, deadline - time.monotonic()))
+                out[role] = status.summary()
+        return out
+
     def group_writers(self) -> list[str]:
         # MM2 writes group offsets on the target only with sync.group.offsets.enabled (checkpoint connector).
-        enabled = self.setting("checkpoint", "sync.group.offsets.enabled", "false").strip().lower() == "true"
-        return ["checkpoint"] if enabled else []
+        return ["checkpoint"] if parse_bool(self.setting("checkpoint", "sync.group.offsets.enabled", "false")) else []
 
     # -- positions and offsets --------------------------------------------------------------------
     def replicated_offsets(self) -> dict[TP, int]:
@@ -90,13 +121,14 @@ class Mm2ConnectBackend:
         with self.clients.connect(self.flow) as client:
             return client.get_offsets(self.flow.connector(part)).sorted()
 
-    def change_own_offsets(self, rb: Runbook, part: str, action: OffsetsAction, *,
+    def change_own_offsets(self, rb: "Runbook", part: str, action: OffsetsAction, *,
                            requested: ConnectorOffsets | None = None, snapshot_id: str | None = None,
-                           stop_first: bool = False, timeout_s: float = 120.0,
-                           effect: str | None = None) -> StepOutcome:
+                           stop_first: bool = False, timeout_s: float = 120.0, effect: str | None = None,
+                           on_read_back: ReadBack | None = None) -> "StepOutcome":
         with self.clients.connect(self.flow) as client:
             return change_offsets(rb, client, self.flow, part, action, requested=requested, snapshot_id=snapshot_id,
-                                  stop_first=stop_first, timeout_s=timeout_s, effect=effect)
+                                  stop_first=stop_first, timeout_s=timeout_s, effect=effect,
+                                  on_read_back=on_read_back)
 
 
 async def all_status(clients: Clients, flows: list[FlowSpec], *, with_lag: bool = True) -> list[FlowStatus]:

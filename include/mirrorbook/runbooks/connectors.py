@@ -1,115 +1,29 @@
-"""Connector state steps: pause, resume, stop — each a no-op when Connect already shows the target."""
+"""The pause/resume/stop runbook's vocabulary and what a re-run of it will do.
+
+The steps themselves are the replication backend's (`set_state`; for MM2 on Connect,
+replication/mm2_connect_states.py): this module only says, from the parts' states, which calls those steps
+would make — the same decisions, not a second copy of them.
+"""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from mirrorbook.connect.client import Call, ConnectClient, Endpoints
-from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.models import ConnectorStatus
-from mirrorbook.connect.wait import WaitTimeout, reached, wait_for
-from mirrorbook.runbooks.engine import Runbook, StepOutcome
-from mirrorbook.topology import FlowSpec
+from mirrorbook.connect.wait import reached
+from mirrorbook.replication.backend import ACTION_TARGET, TARGET_ACTION
+from mirrorbook.replication.mm2_connect_states import decide, roles_for
 
-ACTION_TARGET = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}
-TARGET_ACTION = {v: k for k, v in ACTION_TARGET.items()}
-# Stop replication first and bring it back last: the source connector leads on the way down.
-ORDER_DOWN = ("source", "checkpoint", "heartbeat")
-ORDER_UP = ("heartbeat", "checkpoint", "source")
-
-
-def connector_state(status: ConnectorStatus) -> dict[str, Any]:
-    return {"connector": status.connector.state, "tasks": [t.state for t in status.tasks]}
-
-
-def _failed(status: ConnectorStatus) -> bool:
-    return status.connector.state == "FAILED" or any(t.state == "FAILED" for t in status.tasks)
-
-
-def decide(status: ConnectorStatus, target: str) -> Call[Any] | None:
-    """The call that moves a connector toward `target`, or None when only waiting is needed."""
-    name = status.name
-    if reached(status, target):
-        return None
-    if target == "RUNNING":
-        if _failed(status):
-            return Endpoints.restart(name, include_tasks=True, only_failed=True)
-        return None if status.connector.state == "RUNNING" else Endpoints.resume(name)
-    if status.connector.state == target:
-        return None  # e.g. STOPPED already, tasks still shutting down: just wait
-    return Endpoints.pause(name) if target == "PAUSED" else Endpoints.stop(name)
-
-
-RESTART_SETTLE_S = 10.0
-
-
-def wait_caused(client: ConnectClient, name: str, target: str, timeout_s: float, *, restarted: bool = False
-                ) -> ConnectorStatus:
-    """Wait for the state a call caused. Right after a restart was accepted Connect can still show the
-    old FAILED, so FAILED only counts as "failed again" after RESTART_SETTLE_S."""
-    if not restarted:
-        return wait_for(client, name, target, timeout_s=timeout_s)
-    try:
-        return wait_for(client, name, target, timeout_s=min(RESTART_SETTLE_S, timeout_s), fail_fast=False)
-    except WaitTimeout:
-        return wait_for(client, name, target, timeout_s=max(timeout_s - RESTART_SETTLE_S, 1.0))
-
-
-def set_connector_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, role: str, target: str, *,
-                        wait: bool = True, timeout_s: float = 120.0) -> StepOutcome:
-    name = flow.connector(role)
-    verb = TARGET_ACTION[target]
-    with rb.step(f"connector.{verb}", flow.name) as step:
-        status = client.status(name)
-        step.observe(connector_state(status))
-        step.note(connector=name, role=role, target=target)
-        call = decide(status, target)
-        if call is not None:
-            step.connect(client, call, action=f"connector.{verb}",
-                         precondition=f"{name} is {status.summary()}; wanted {target}")
-        elif reached(status, target):
-            step.note(reason=f"already {target}")
-        if wait and not rb.dry_run:
-            status = wait_caused(client, name, target, timeout_s, restarted=call is not None and call.method == "POST")
-        step.settle(connector_state(status))
-    return step.outcome
-
-
-def roles_for(selection: str, target: str) -> list[str]:
-    """`all` or one role, in the order that keeps replication consistent for the target state."""
-    order = ORDER_UP if target == "RUNNING" else ORDER_DOWN
-    return list(order) if selection == "all" else [selection]
-
-
-def set_flow_state(rb: Runbook, client: ConnectClient, flow: FlowSpec, selection: str, target: str, *,
-                   wait: bool = True, timeout_s: float = 120.0) -> list[StepOutcome]:
-    return [set_connector_state(rb, client, flow, role, target, wait=wait, timeout_s=timeout_s)
-            for role in roles_for(selection, target)]
-
-
-def parts_status(client: ConnectClient, flow: FlowSpec, deadline_s: float) -> dict[str, ConnectorStatus | None]:
-    """Each of the flow's connectors as Connect shows it, all read within one deadline (None: Connect has no
-    such connector). Raises the ConnectError of the first read that fails."""
-    end = time.monotonic() + deadline_s
-    out: dict[str, ConnectorStatus | None] = {}
-    for role, name in flow.connectors.items():
-        try:
-            # Every read gets what is left, and never less than one short attempt.
-            out[role] = client.run(Endpoints.status(name), deadline_s=max(0.5, end - time.monotonic()))
-        except ConnectorNotFound:
-            out[role] = None
-    return out
+__all__ = ["ACTION_TARGET", "TARGET_ACTION", "rerun_sentence"]
 
 
 def rerun_sentence(statuses: dict[str, ConnectorStatus | None], selection: str, target: str) -> str:
-    """What `set_flow_state(selection, target)` would do from these statuses: the calls `decide` makes, per
+    """What `set_state(target, parts=selection)` would do from these statuses: the calls `decide` makes, per
     part, in the order it makes them; the parts it would leave as they are."""
     todo, left = [], []
     for role in roles_for(selection, target):
         status = statuses.get(role)
         if status is None:
-            todo.append(f"read {role} and {TARGET_ACTION[target]} it unless it is {target} (its state is unknown)")
+            todo.append(f"read {role} and {TARGET_ACTION[target]} it unless it is {target} "
+                        "(its state is unknown)")
             continue
         call = decide(status, target)
         if call is not None:

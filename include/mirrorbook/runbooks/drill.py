@@ -30,13 +30,14 @@ import math
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.types import TP
+from mirrorbook.mm2 import Translation
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBeforeCutover, LagPoint,
@@ -66,7 +67,7 @@ WAIT_MAX_S = 3600  # the longest of each of the drill's own waits a form accepts
 class DrillParams(FlowParams):
     """The dr_drill form."""
 
-    translation: Literal["precise", "mm2"] = Field(
+    translation: Translation = Field(
         "precise", title="Offset translation",
         description="precise: the exact next record, proven by content; mm2: MM2's checkpoints")
     topics: int = Field(2, ge=1, le=20, title="Canary topics")

@@ -8,7 +8,6 @@ run — records it as planned with the precondition it checked, and performs not
 
 from __future__ import annotations
 
-import logging
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -20,15 +19,11 @@ from mirrorbook.audit import AuditEvent, AuditStore
 from mirrorbook.audit.models import RequestSummary
 from mirrorbook.connect.client import Call, ConnectClient
 from mirrorbook.connect.errors import ConnectError
-from mirrorbook.errors import Refused
-from mirrorbook.runbooks.intents import of_call
+from mirrorbook.errors import GateRefused, Refused  # noqa: F401 — GateRefused: runbooks import it from here
+from mirrorbook.redaction import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
-
-
-class GateRefused(Refused):
-    """A precondition of a mutating step does not hold; nothing was changed."""
 
 
 class RunInfo(BaseModel):
@@ -140,11 +135,8 @@ class Step:
         return out
 
     def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str,
-                expect: BaseModel | None = None) -> T | None:
-        """`mutate` for a Connect REST call; a pause/resume/stop/restart expects the state it asks for."""
-        expect = expect or of_call(call)
-        if expect is None:
-            raise ValueError(f"{call.method} {call.path}: say what the call leaves in place (expect=...)")
+                expect: BaseModel) -> T | None:
+        """`mutate` for a Connect REST call (the replication backend's calls on Connect)."""
         return self.mutate(action, lambda: client.run(call), method=call.method, path=call.path, body=call.body,
                            precondition=precondition, expect=expect)
 

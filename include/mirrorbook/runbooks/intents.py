@@ -1,5 +1,7 @@
 """Write-ahead auditing, the runbook side: what each mutating call leaves in place (an `Expect`, recorded with
-its intent before the call), and the reconciliation of calls whose outcome nobody recorded.
+its intent before the call), and the reconciliation of calls whose outcome nobody recorded. The Kafka-side
+expectations are here; the replication backend's (a part's state, its own offsets) are in
+replication/expect.py and are checked through the backend.
 
 A task killed between a call reaching Kafka or Connect and its outcome event leaves an open intent. The
 next attempt of that task — or the next run that holds the flow's lock, once the dead run lost it — checks
@@ -10,34 +12,24 @@ else: so every change made appears on the trail, exactly once, and a re-run that
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
-from mirrorbook.audit.models import AuditEvent, OpenIntent, RequestSummary
-from mirrorbook.bounds import shown
+from mirrorbook.audit.models import AuditEvent, Expectation, OpenIntent, RequestSummary
 from mirrorbook.clients import Clients
-from mirrorbook.connect.client import Call
-from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.types import TP
+from mirrorbook.redaction import get_logger
+from mirrorbook.replication.expect import ConnectorOffsetsAre, ConnectorState
 from mirrorbook.topology import FlowSpec
 
-if TYPE_CHECKING:  # the engine records intents with these expectations: it imports this module
+if TYPE_CHECKING:
     from mirrorbook.runbooks.engine import Runbook
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
-class _Expect(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def check(self, clients: Clients, flow: FlowSpec | None) -> tuple[bool, str]:
-        """(whether it is in place, what was found) — read from the cluster itself."""
-        raise NotImplementedError
-
-
-class GroupOffsets(_Expect):
+class GroupOffsets(Expectation):
     """Committed offsets of consumer groups on a Kafka cluster: [topic, partition, offset] per group."""
 
     kind: Literal["group-offsets"] = "group-offsets"
@@ -58,7 +50,7 @@ class GroupOffsets(_Expect):
         return False, f"on {self.cluster}: " + "; ".join(wrong[:5]) + (f" (+{len(wrong) - 5} more)" if len(wrong) > 5 else "")
 
 
-class GroupsAbsent(_Expect):
+class GroupsAbsent(Expectation):
     kind: Literal["groups-absent"] = "groups-absent"
     cluster: str
     groups: list[str]
@@ -68,7 +60,7 @@ class GroupsAbsent(_Expect):
         return (not left, f"groups still on {self.cluster}: {left}" if left else f"groups gone from {self.cluster}")
 
 
-class TopicsExist(_Expect):
+class TopicsExist(Expectation):
     kind: Literal["topics-exist"] = "topics-exist"
     cluster: str
     topics: list[str]
@@ -79,50 +71,9 @@ class TopicsExist(_Expect):
                 else f"topics exist on {self.cluster}")
 
 
-class ConnectorState(_Expect):
-    """The state a pause/resume/stop/restart call asks the connector (of the intent's flow) to reach."""
-
-    kind: Literal["connector-state"] = "connector-state"
-    connector: str
-    state: str
-
-    def check(self, clients: Clients, flow: FlowSpec | None) -> tuple[bool, str]:
-        if flow is None:
-            raise MirrorbookError(f"the intent on connector {shown(self.connector)} names no flow to reach it by")
-        with clients.connect(flow) as client:
-            now = client.status(self.connector).connector.state
-        return now == self.state, f"{self.connector} is {now} (intended {self.state})"
-
-
-class ConnectorOffsetsAre(_Expect):
-    """The offsets a STOPPED connector holds after an alter/reset: source partition (as JSON) -> offset."""
-
-    kind: Literal["connector-offsets"] = "connector-offsets"
-    connector: str
-    offsets: dict[str, Any]
-
-    def check(self, clients: Clients, flow: FlowSpec | None) -> tuple[bool, str]:
-        if flow is None:
-            raise MirrorbookError(f"the intent on connector {shown(self.connector)} names no flow to reach it by")
-        with clients.connect(flow) as client:
-            now = client.get_offsets(self.connector).by_partition()
-        differ = sorted(k for k in set(now) | set(self.offsets) if now.get(k) != self.offsets.get(k))
-        return not differ, (f"offsets of {self.connector} are as intended" if not differ else
-                            f"offsets of {self.connector} differ at {len(differ)} partition(s), e.g. {differ[:3]}")
-
-
 Expect = Annotated[Union[GroupOffsets, GroupsAbsent, TopicsExist, ConnectorState, ConnectorOffsetsAre],
                    Field(discriminator="kind")]
 _EXPECT: TypeAdapter[Any] = TypeAdapter(Expect)
-
-# The state each connector-state endpoint asks for (restart: back to RUNNING).
-_CALL_STATE = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED", "restart": "RUNNING"}
-
-
-def of_call(call: Call[Any]) -> ConnectorState | None:
-    """The expectation of a connector-state call (pause/resume/stop/restart), from its endpoint; else None."""
-    state = _CALL_STATE.get(call.what)
-    return ConnectorState(connector=call.connector, state=state) if state and call.connector else None
 
 
 def reconcile(rb: Runbook, clients: Clients, flows: list[FlowSpec], *, held: bool) -> list[dict[str, Any]]:

@@ -24,8 +24,10 @@ from mirrorbook.audit.errors import SnapshotNotFound
 from mirrorbook.bounds import PARAM_LIMITS, Limits, shown
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
+from mirrorbook.mm2 import Translation
 from mirrorbook.mm2.offsets import validate_offsets
 from mirrorbook.patterns import compile_whole_id, reason
+from mirrorbook.replication.backend import FlowAction
 from mirrorbook.topology import CONNECTOR_CLASSES, ConnectorRole, FlowSpec, Topology
 
 # An offsets body is the one parameter that is large by nature: one entry per partition.
@@ -103,11 +105,11 @@ def _blank_to_none(v: Any) -> Any:
 class PauseResumeParams(ChangeParams):
     """mm2_pause_resume: pause, resume or stop a flow's connectors."""
 
-    action: Literal["pause", "resume", "stop"] = Field(
+    action: FlowAction = Field(
         "pause", title="Action",
         description="pause: tasks stay assigned, paused; resume: back to RUNNING; stop: no tasks at all "
                     "(required before offsets can be changed)")
-    connectors: Literal["all", "source", "checkpoint", "heartbeat"] = Field(
+    connectors: Literal["all", ConnectorRole] = Field(
         "all", title="Connectors", description="all three of the flow's connectors, or only one of them",
         json_schema_extra={"values_display": {"all": "all three", **CONNECTOR_CLASSES}})
     parity: Parity = PARITY_FIELD
@@ -211,7 +213,7 @@ class MoveParams(ChangeParams):
     mode: Mode = Field("planned", title="Mode",
                        description="planned: the cluster being left is up — stop consumers, drain, then switch; "
                                    "unplanned: it is gone — switch from the other cluster alone")
-    translation: Literal["auto", "precise", "mm2"] = Field(
+    translation: Literal["auto", Translation] = Field(
         "auto", title="Offset translation", validate_default=True,
         description="auto: precise when planned, mm2 when unplanned; precise: the exact next record, proven by "
                     "content (needs the cluster being left, so planned only); mm2: MM2's checkpoints")

@@ -15,7 +15,6 @@ once the source is reachable again — both in the audit, linked to the failover
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timezone
 from typing import Any
 
@@ -30,10 +29,11 @@ from mirrorbook.mm2.counts import Count, total
 from mirrorbook.mm2.loss import AtFailover, PartitionLoss, partition_loss, search_range
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Marks, PartitionData, Rec, read_partitions
+from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.topology import FlowSpec
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 BOUND, EXACT = "rpo.bound", "rpo.exact"
 POSITION_KIND, LOSS_KIND = "rpo-position", "rpo-loss"

@@ -11,7 +11,6 @@ explanation of a failure must never replace the failure.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
@@ -25,13 +24,14 @@ from mirrorbook.bounds import cut, shown
 from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
-from mirrorbook.runbooks.connectors import ACTION_TARGET, parts_status, rerun_sentence
+from mirrorbook.redaction import get_logger
+from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
+from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import PLAN_KEY
-from mirrorbook.runbooks.offsets import state_before_stop_key
 from mirrorbook.topology import FlowSpec
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 READ_DEADLINE_S = 5.0  # the task has failed already: a dead worker must not hold its failure for long
 EVENTS_SEARCHED = 500  # a flow's newest audit events searched for the last state it was seen in
@@ -164,7 +164,7 @@ class FlowNow(BaseModel):
 
 
 def _recorded(name: str, state: Any) -> ConnectorStatus | None:
-    """A status from what a step recorded (`connectors.connector_state`)."""
+    """A status from what a step recorded (`replication.mm2_connect_states.connector_state`)."""
     if not isinstance(state, dict) or not isinstance(state.get("connector"), str):
         return None
     tasks = [TaskState(id=i, state=str(s)) for i, s in enumerate(state.get("tasks") or []) if isinstance(s, str)]
@@ -204,12 +204,13 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
 
 
 def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: float = READ_DEADLINE_S) -> FlowNow:
-    """The flow's connectors read from Connect within `deadline_s`; if Connect cannot be read, the last known."""
+    """The flow's parts read from its replication backend within `deadline_s`; if it cannot be read, the
+    last known."""
     place = f"Connect cluster {cut(flow.connect_cluster)}"
     try:
-        with clients.connect(flow) as client:
-            place = client.place
-            statuses = parts_status(client, flow, deadline_s)
+        backend = clients.replication(flow)
+        place = backend.place
+        statuses = backend.part_states(deadline_s=deadline_s)
         return FlowNow(flow=flow.name, place=place, read_at=datetime.now(timezone.utc),
                        parts=[PartNow(role=r, status=statuses[r]) for r, _ in flow.connectors.items()])
     except Exception as exc:  # noqa: BLE001 — anything Connect (or resolving it) did: fall back, never raise

@@ -1,7 +1,8 @@
 """KIP-1144's read endpoints: `GET /`, `GET /{source}/{target}`, `GET /{source}/{target}/connectors`.
 
-Flow state comes from `mirrorbook.mm2.flows` (the KIP's formula for Connect-hosted flows); this module
-only shapes it, prefixes the links, and keeps secrets out of what Connect returns.
+Flow state and the parts come from each flow's replication backend (`mirrorbook.replication`; for MM2 on
+Connect, the KIP's formula for Connect-hosted flows); this module only shapes them, prefixes the links, and
+keeps secrets out of what the backend returns.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorView
 from mirrorbook.replication import all_status
 from mirrorbook.redaction import redact
-from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec, Topology
+from mirrorbook.topology import CONNECTOR_CLASSES, Topology
 
 router = APIRouter()
 Expand = Literal["info", "status"]
@@ -48,17 +49,15 @@ async def flow_connectors(_: Reader, flow: FlowDep, clients: ClientsDep,
                           expand: list[Expand] = Query(default=[])) -> Any:
     if not expand:
         return list(CONNECTOR_CLASSES.values())
-    async with clients.async_connect(flow) as client:
-        views: dict[str, ConnectorView] = await client.list(("info", "status"))
-    return connectors_body(flow, views, set(expand))
+    return connectors_body(await clients.replication(flow).adescribe_parts(), set(expand))
 
 
-def connectors_body(flow: FlowSpec, views: dict[str, ConnectorView], expand: set[str]) -> dict[str, Any]:
-    """`{"MirrorSourceConnector": {"info": ..., "status": ...}, ...}`; a connector missing on Connect
-    shows `null` for what was asked, so the three classes are always there."""
+def connectors_body(views: dict[str, ConnectorView | None], expand: set[str]) -> dict[str, Any]:
+    """`{"MirrorSourceConnector": {"info": ..., "status": ...}, ...}` from the parts by role; a connector
+    missing on Connect shows `null` for what was asked, so the three classes are always there."""
     out: dict[str, Any] = {}
-    for role, name in flow.connectors.items():
-        view = views.get(name)
+    for role in CONNECTOR_CLASSES:
+        view = views.get(role)
         entry: dict[str, Any] = {}
         if "info" in expand:
             info = view.info if view else None

@@ -7,6 +7,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from mirrorbook.airflow.provider import CONNECT_CONN_TYPE
+from mirrorbook.booleans import parse_bool
 from mirrorbook.connect import ConnectClient, ConnectSettings
 
 
@@ -16,22 +17,17 @@ def _extra(extra: dict[str, Any], name: str) -> Any:
 
 
 def _verify(value: Any) -> bool | str:
+    """True, False, or the path of a CA bundle (anything that is not a yes/no); unset means verify."""
     if value is None or value == "":
         return True
-    if isinstance(value, bool):
-        return value
-    low = str(value).strip().lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    return str(value)  # a CA bundle path
+    flag = parse_bool(value)
+    return str(value) if flag is None else flag
 
 
 def settings_from_connection(conn: Any) -> ConnectSettings:
     extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
     use_tls = _extra(extra, "use_tls")
-    scheme = "https" if str(use_tls).lower() in ("true", "1") or conn.schema == "https" else "http"
+    scheme = "https" if parse_bool(use_tls) or conn.schema == "https" else "http"
     host = conn.host or "localhost"
     if "://" in host:  # someone pasted a URL into the host field
         scheme, host = host.split("://", 1)

@@ -7,6 +7,7 @@ from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
 from mirrorbook.runbooks.offsets import list_offsets
+from mirrorbook.runbooks.parity import keep_connector_offsets
 from mirrorbook.runbooks.standing import offsets_rerun
 
 WAIT_S = 120.0
@@ -33,5 +34,7 @@ class ConnectorOffsetsOperator(MirrorbookBaseOperator):
         else:
             self.guarded_run(rb, [flow], lambda: backend.change_own_offsets(
                 rb, params.connector, params.action, requested=params.parsed_offsets, snapshot_id=params.snapshot_id,
-                stop_first=params.stop_first, timeout_s=self.timeout, effect=params.effect), rerun)
+                stop_first=params.stop_first, timeout_s=self.timeout, effect=params.effect,
+                on_read_back=lambda name, expected, found: keep_connector_offsets(rb, flow, name, expected, found)),
+                rerun)
         return self.log_outcomes(rb)

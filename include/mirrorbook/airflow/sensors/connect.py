@@ -1,4 +1,4 @@
-"""ConnectorStateSensor: waits until Connect shows the target state, deferring to the triggerer."""
+"""ConnectorStateSensor: waits until the flow's replication shows the target state, deferring to the triggerer."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.connect import ConnectorStateTrigger
-from mirrorbook.connect.wait import reached
-from mirrorbook.runbooks.connectors import ACTION_TARGET, roles_for
+from mirrorbook.replication import ACTION_TARGET
 
 WAIT_S = 600.0
 
 
 class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
-    """Pokes once; if the connectors are not there yet, defers to `ConnectorStateTrigger`."""
+    """Pokes once (the flow's backend: `in_state`); if the parts are not there yet, defers to
+    `ConnectorStateTrigger`."""
 
     def __init__(self, *, poll_s: float = 1.0, **kwargs: Any) -> None:
         kwargs.setdefault("timeout", WAIT_S)
@@ -28,15 +28,10 @@ class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
     def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
         return float(kwargs["timeout"]) + 60
 
-    def _names(self, context: Any) -> list[str]:
-        params = self.runbook_params(context)
-        return [params.flow_spec.connector(r) for r in roles_for(params.connectors, ACTION_TARGET[params.action])]
-
     def poke(self, context: Any) -> bool:
         params = self.runbook_params(context)
-        target = ACTION_TARGET[params.action]
-        with self.hook.clients.connect(params.flow_spec) as client:
-            return all(reached(client.status(n), target) for n in self._names(context))
+        backend = self.hook.clients.replication(params.flow_spec)
+        return backend.in_state(ACTION_TARGET[params.action], parts=params.connectors)
 
     def execute(self, context: Any) -> Any:
         params = self.runbook_params(context)
@@ -45,7 +40,7 @@ class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
             return None
         if self.poke(context):
             return None
-        self.defer(trigger=ConnectorStateTrigger(flow=params.flow, connectors=self._names(context),
+        self.defer(trigger=ConnectorStateTrigger(flow=params.flow, parts=params.connectors,
                                                  target=ACTION_TARGET[params.action], timeout_s=float(self.timeout),
                                                  poll_s=self.poll_s, topology_path=self.topology_path),
                    method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, get_args
 
 from pydantic import Field, field_validator
 
 from mirrorbook.bounds import shown
-from mirrorbook.mm2.flows import FlowState
+from mirrorbook.mm2.flows import FlowStateName
 from mirrorbook.patterns import whole_id_matcher
 from mirrorbook.runbooks.params import FormParams, InvalidParams
 from mirrorbook.topology import FlowSpec, Topology
 
-FLOW_STATES = tuple(s.value for s in FlowState)
+FLOW_STATES = get_args(FlowStateName)
 
 
 class HealthParams(FormParams):
@@ -23,7 +23,7 @@ class HealthParams(FormParams):
     restart_failed: bool = Field(False, title="Restart FAILED connectors/tasks",
                                  description="restart FAILED connectors and FAILED tasks (audited); paused or "
                                              "stopped connectors are never touched")
-    required_state: Literal["REPLICATING", "CONCERNING", "NOT_REPLICATING", "DISABLED"] = Field(
+    required_state: FlowStateName = Field(
         "REPLICATING", title="Required state", description="the KIP-1144 state every checked flow must be in")
     max_lag: int = Field(10_000, ge=0, title="Max lag (records)", description="per partition")
     max_heartbeat_age_s: float = Field(120.0, gt=0, title="Max heartbeat age (s)")

@@ -4,13 +4,13 @@ per flow in the audit store."""
 
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from mirrorbook.audit import AuditStore
 from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks import readiness, rpo
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.health.one_pass import collect_once
@@ -19,7 +19,7 @@ from mirrorbook.runbooks.health.restarts import failed_roles, restart_failed
 from mirrorbook.runbooks.health.results import FlowHealth, HealthReport
 from mirrorbook.topology import FlowSpec, Topology
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def run_health_check(clients: Clients, topology: Topology, flows: list[FlowSpec], params: HealthParams,

@@ -101,7 +101,7 @@ class KafkaAdmin:
     def __init__(self, config: str | Mapping[str, Any], request_timeout_s: float = 15.0) -> None:
         self.config = client_config(config)
         self.timeout = request_timeout_s
-        self._client: AdminClient | None = None
+        self._client = _Once()  # shared with per-pass views: a client renewed by one is renewed for all
         self._pass_listing: _Once | None = None  # set on a per-pass view only
 
     def per_pass(self) -> KafkaAdmin:
@@ -123,9 +123,7 @@ class KafkaAdmin:
         return self._connect()
 
     def _connect(self) -> AdminClient:
-        if self._client is None:
-            self._client = AdminClient(dict(self.config))
-        return self._client
+        return self._client.get(lambda: AdminClient(dict(self.config)))
 
     def __repr__(self) -> str:
         return f"KafkaAdmin({self.bootstrap!r})"
@@ -231,7 +229,7 @@ class KafkaAdmin:
                     # A client that kept its connections across a broker's restart can time out on the
                     # coordinator's requests for good (seen for group offsets, while a new client is answered
                     # at once): the next attempt gets a new client.
-                    self._client = None
+                    self._client.forget()
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

@@ -223,13 +223,13 @@ class KafkaAdmin:
                 return fn()
             except KafkaException as exc:
                 err = exc.args[0]
-                if not (err.retriable() or err.name() in _TRANSIENT) or time.monotonic() > deadline:
-                    raise KafkaAdminError(f"{what} on {self.bootstrap} failed: {err.str()}") from exc
                 if err.name() == "_TIMED_OUT":
                     # A client that kept its connections across a broker's restart can time out on the
                     # coordinator's requests for good (seen for group offsets, while a new client is answered
-                    # at once): the next attempt gets a new client.
+                    # at once): the next attempt, or the next call, gets a new client.
                     self._client.forget()
+                if not (err.retriable() or err.name() in _TRANSIENT) or time.monotonic() > deadline:
+                    raise KafkaAdminError(f"{what} on {self.bootstrap} failed: {err.str()}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

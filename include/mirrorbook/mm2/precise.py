@@ -310,11 +310,12 @@ class PartitionTranslation(BaseModel):
     def target_tp(self) -> TP:
         return TP(self.target_topic, self.partition)
 
-    def why_skips(self, offset: int) -> str:
-        """Why starting at `offset` may skip records the group has not read (for a row whose skip may be positive)."""
+    def why_skips(self, offset: int, skip: Count) -> str:
+        """Why starting at `offset` may skip (`skip`) records the group has not read."""
         if offset <= self.target_log_start and self.target_log_start > 0:
-            return (f"the target's log starts at {self.target_log_start}: retention there deleted copies of records "
-                    f"after the group's committed offset {self.source_offset}")
+            deleted = "deleted" if skip.low > 0 else "may have deleted"
+            return (f"the target's log starts at {self.target_log_start}: retention there {deleted} copies of "
+                    f"records after the group's committed offset {self.source_offset}")
         if offset == self.mm2_offset and self.checkpoint_upstream is not None \
                 and self.checkpoint_upstream > self.source_offset:
             return (f"MM2's checkpoint was made for source offset {self.checkpoint_upstream}, past the group's "

@@ -78,6 +78,15 @@ class TranslationPlan(BaseModel):
         """Rows whose offset may start past records the group has not read."""
         return [r for r in self.rows if r.skip.may_be_positive]
 
+    def skipping_text(self, limit: int = 20) -> str:
+        """The skipping rows as an operator reads them: where each group is, where it would start, what it skips."""
+        rows = self.skipping()
+        text = "; ".join(
+            f"{r.group} {r.target_topic}-{r.partition}: committed "
+            f"{'unknown' if r.source_offset is None else r.source_offset} on {self.from_cluster}, starts at "
+            f"{r.offset} on {self.to_cluster}, skips {r.skip} record(s) ({r.method})" for r in rows[:limit])
+        return text + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
+
 
 def _count(items: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
@@ -102,13 +111,15 @@ def rows_from_precise(report: PreciseReport, translation: str) -> list[PlanRow]:
             offset, method, re_read, skip, note = r.offset, f"precise:{r.proof}", r.re_read, r.skip, None
         elif translation == "mm2" and r.mm2_offset is not None:
             offset, method, re_read, skip = r.mm2_offset, "mm2", r.mm2_re_read or ZERO, r.mm2_skip or ZERO
-            note = f"{r.why_skips(offset)}: MM2's checkpoint skips {skip} record(s)" if skip.may_be_positive else None
+            note = (f"{r.why_skips(offset, skip)}: MM2's checkpoint skips {skip} record(s)"
+                    if skip.may_be_positive else None)
         else:
             offset, method = r.fallback_offset, f"fallback:{r.fallback_rule}"
             re_read, skip = r.fallback_re_read or ZERO, r.fallback_skip or ZERO
             why = f"not proven ({r.reason})" if translation == "precise" else "no MM2 checkpoint"
-            note = f"{why}: " + (f"{r.why_skips(offset)}, so no position on the target skips nothing: it skips "
-                                 f"{skip} record(s)" if skip.may_be_positive else FALLBACK_NOTES[r.fallback_rule or "earliest"])
+            how = (f"{r.why_skips(offset, skip)}, so no position on the target skips nothing: it skips {skip} "
+                   "record(s)" if skip.may_be_positive else FALLBACK_NOTES[r.fallback_rule or "earliest"])
+            note = f"{why}: {how}"
         rows.append(PlanRow(group=r.group, source_topic=r.source_topic, target_topic=r.target_topic,
                             partition=r.partition, source_offset=r.source_offset, offset=offset, method=method,
                             mm2_offset=r.mm2_offset, precise_offset=r.precise_offset, re_read=re_read, skip=skip,

@@ -112,9 +112,9 @@ def test_skips_are_counted_shown_and_refused_unless_allowed(scene, run_dag, admi
     assert report.totals.skip == Count.exact(LOG_START - LOST_AT) and report.totals.skipping == 1
     assert report.totals.mm2_skip == Count.exact(skipped + LOG_START - LOST_AT) and report.totals.mm2_skipping == 2
 
-    # The CLI's default mode shows the committed offsets on A, MM2's skips and their total.
-    args = ["translate", "--flow", flow.name, "--groups", regex, "--topology", str(path),
-            "--offset-syncs-location", "target"]
+    # The CLI's default mode shows the committed offsets on A, MM2's skips and their total (it learns from the
+    # flow's connectors that its offset-syncs live on B).
+    args = ["translate", "--flow", flow.name, "--groups", regex, "--topology", str(path)]
     capsys.readouterr()
     assert cli.main([*args, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -25,6 +25,7 @@ from mirrorbook.mm2.internal_topics import CheckpointLog, read_checkpoints, read
 from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.precise import ALIGNED, NOT_PROVEN, UNIQUE, PreciseReport, translate_precise
 from mirrorbook.mm2.records import Checkpoint
+from mirrorbook.topology import load_topology
 from mirrorbook.mm2.remote_cluster_utils import (checkpoint_topics, group_matcher, heartbeat_topics,
                                                  replication_hops, translate_offsets, translate_offsets_all,
                                                  upstream_clusters)
@@ -142,7 +143,7 @@ def test_precise_on_a_drained_topic_re_reads_and_skips_nothing(scenario, bootstr
         assert row.mm2_offset == scenario.checkpoints.latest[(row.group, tp.topic, tp.partition)].downstream_offset
 
 
-def test_translate_cli_prints_both_modes(scenario, devstack, capsys):
+def test_translate_cli_prints_both_modes(scenario, devstack, capsys, tmp_path):
     topology = str(devstack.topology_path)
     args = ["translate", "--flow", "A->B", "--groups", scenario.regex, "--topology", topology]
 
@@ -152,10 +153,32 @@ def test_translate_cli_prints_both_modes(scenario, devstack, capsys):
         return capsys.readouterr().out
 
     mm2 = json.loads(run("--json"))
-    assert mm2["mode"] == "mm2" and mm2["groups"] == len(scenario.committed)
+    assert mm2["mode"] == "mm2" and mm2["groups"] == len(scenario.committed) and mm2["source_readable"]
     assert {(r["group"], r["topic"], r["partition"]): r["offset"] for r in mm2["rows"]} == \
         {k: cp.downstream_offset for k, cp in scenario.checkpoints.latest.items()}
-    assert f"{len(scenario.committed)} groups" in run()
+    # The source is readable: each group's committed offset on A, and what MM2's checkpoint re-reads and skips
+    # from there — counted against the records (the checkpoints are settled, so MM2 skips nothing here).
+    committed = {(g, f"A.{tp.topic}", tp.partition): c
+                 for g, offs in scenario.committed.items() for tp, c in offs.items()}
+    assert {(r["group"], r["topic"], r["partition"]): r["committed"] for r in mm2["rows"]} == committed
+    assert all(Count.model_validate(r["skip"]) == ZERO for r in mm2["rows"])
+    re_read = Count.model_validate(mm2["totals"]["re_read"])
+    assert re_read.is_exact and re_read.low > 0 and mm2["totals"]["skipping"] == 0
+    assert mm2["totals"]["committed_partitions"] == len(committed) and mm2["totals"]["without_checkpoint"] == 0
+    table = run()
+    assert f"{len(scenario.committed)} groups" in table
+    assert table.splitlines()[0].split() == ["GROUP", "TOPIC", "PARTITION", "COMMITTED", "CHECKPOINTED-AT", "OFFSET",
+                                             "RE-READ", "SKIP"]
+    assert f"MM2's checkpoints re-read {re_read.low} and skip 0 records over {len(committed)} committed" in table
+    # Without a readable source, MM2's checkpoints alone, and the table says what it cannot show.
+    blind = load_topology(topology)
+    blind.clusters["A"].bootstrap_servers = None
+    blind_path = tmp_path / "blind.yaml"
+    blind_path.write_text(blind.to_yaml())
+    capsys.readouterr()
+    assert cli.main([*args[:-1], str(blind_path)]) == 0
+    blind_table = capsys.readouterr().out
+    assert "A is not readable (no bootstrap_servers in the topology)" in blind_table and "COMMITTED" not in blind_table
     table = run("--mode", "precise")
     assert "aligned" in table and "precise mode re-reads 0 and skips 0 records" in table
     assert cli.main(["translate", "--flow", "A->C", "--topology", topology]) == 2

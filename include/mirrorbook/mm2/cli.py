@@ -8,12 +8,16 @@ from typing import Any, get_args
 
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2 import Translation
+from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.internal_topics import OffsetSyncsLocation, read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.mm2.precise import PreciseReport, translate_precise
+from mirrorbook.mm2.precise import PartitionTranslation, PreciseReport, translate_precise
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.topology import FlowSpec, Topology, load_topology
+
+PING_TIMEOUT_S = 5.0  # the source is read only if it answers within this
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flow", required=True, help="flow name from the topology, e.g. A->B")
     p.add_argument("--groups", help="consumer groups (regex, whole id must match); default: the flow's managed groups")
     p.add_argument("--mode", choices=get_args(Translation), default="mm2",
-                   help="mm2: MM2's checkpoints (one pass for all groups); precise: prove the exact record")
+                   help="mm2: MM2's checkpoints (one pass for all groups; with the source readable, also each group's "
+                        "committed offset and what the checkpoint re-reads and skips); precise: prove the exact record")
     p.add_argument("--offset-syncs-location", choices=get_args(OffsetSyncsLocation),
                    help="where the flow's offset-syncs topic lives (MM2's offset-syncs.topic.location); "
                         "default: what the flow's replication backend says")
@@ -45,14 +50,23 @@ def cmd_translate(args: argparse.Namespace) -> int:
     group_matcher(groups)  # a bad regex fails here, before anything is read
     policy = ReplicationPolicy.for_flow(flow)
     if args.mode == "mm2":
-        out = mm2_offsets(topology, flow, groups, policy)
+        # MM2's checkpoints alone say where a group would start, not whether that skips: with the source
+        # readable, its committed offsets and the records count that (as precise mode does).
+        unreadable = _unreadable(topology, flow.source)
+        report = None if unreadable else _precise(topology, flow, groups, policy, args)
+        out = mm2_offsets(topology, flow, groups, policy, report, unreadable)
         print(json.dumps(out, indent=2) if args.json else _mm2_table(out))
     else:
-        report = translate_precise(_bootstrap(topology, flow.source), _bootstrap(topology, flow.target),
-                                   flow.source, flow.target, groups, policy=policy,
-                                   offset_syncs_location=syncs_location(topology, flow, args.offset_syncs_location))
+        report = _precise(topology, flow, groups, policy, args)
         print(report.model_dump_json(indent=2) if args.json else precise_table(report))
     return 0
+
+
+def _precise(topology: Topology, flow: FlowSpec, groups: str, policy: ReplicationPolicy,
+             args: argparse.Namespace) -> PreciseReport:
+    return translate_precise(_bootstrap(topology, flow.source), _bootstrap(topology, flow.target),
+                             flow.source, flow.target, groups, policy=policy,
+                             offset_syncs_location=syncs_location(topology, flow, args.offset_syncs_location))
 
 
 def syncs_location(topology: Topology, flow: FlowSpec, override: OffsetSyncsLocation | None = None
@@ -61,14 +75,57 @@ def syncs_location(topology: Topology, flow: FlowSpec, override: OffsetSyncsLoca
     return override or Clients(TopologyResolver(topology)).replication(flow).offset_mapping().offset_syncs_location
 
 
-def mm2_offsets(topology: Topology, flow: FlowSpec, groups: str, policy: ReplicationPolicy) -> dict[str, Any]:
+def _unreadable(topology: Topology, alias: str) -> str | None:
+    """Why the cluster cannot be read now, or None when it answers."""
+    servers = topology.clusters[alias].bootstrap_servers
+    if not servers:
+        return "no bootstrap_servers in the topology"
+    return None if KafkaAdmin(servers).ping(timeout_s=PING_TIMEOUT_S) else f"{servers} does not answer"
+
+
+def mm2_offsets(topology: Topology, flow: FlowSpec, groups: str, policy: ReplicationPolicy,
+                report: PreciseReport | None = None, unreadable: str | None = None) -> dict[str, Any]:
+    """MM2's checkpoints for the matching groups; with `report` (the source was read), each committed
+    (group, partition) too — its committed offset, and what MM2's checkpoint re-reads and skips from there."""
     log = read_checkpoints(_bootstrap(topology, flow.target), flow.source, policy=policy,
                            group_filter=group_matcher(groups))
-    rows = [{"group": g, "topic": t, "partition": p, "upstream_offset": cp.upstream_offset,
-             "offset": cp.downstream_offset, "metadata": cp.metadata}
-            for (g, t, p), cp in sorted(log.latest.items())]
-    return {"flow": flow.name, "mode": "mm2", "groups_regex": groups, "checkpoints_read": log.records,
-            "malformed_records": log.malformed, "groups": len(log.groups()), "rows": rows}
+    counted = {(r.group, r.target_topic, r.partition): r for r in report.rows} if report else {}
+    rows = []
+    for key in sorted(set(log.latest) | set(counted)):
+        (g, t, p), cp, r = key, log.latest.get(key), counted.get(key)
+        row: dict[str, Any] = {"group": g, "topic": t, "partition": p,
+                               "upstream_offset": cp.upstream_offset if cp else None,
+                               "offset": cp.downstream_offset if cp else None, "metadata": cp.metadata if cp else None}
+        if report is not None:
+            row.update(_counted(r))
+        rows.append(row)
+    out: dict[str, Any] = {"flow": flow.name, "mode": "mm2", "groups_regex": groups, "checkpoints_read": log.records,
+                           "malformed_records": log.malformed, "groups": len({r["group"] for r in rows}),
+                           "source": flow.source, "source_readable": report is not None, "rows": rows}
+    if report is None:
+        out["source_unreadable"] = unreadable
+    else:
+        t = report.totals
+        out["totals"] = {"committed_partitions": t.partitions, "without_checkpoint": t.without_checkpoint,
+                         "re_read": t.mm2_re_read.model_dump(), "skip": t.mm2_skip.model_dump(),
+                         "skipping": t.mm2_skipping}
+    return out
+
+
+def _counted(r: PartitionTranslation | None) -> dict[str, Any]:
+    """A row's committed offset and what MM2's checkpoint re-reads and skips from it (counted against the
+    checkpoint the report read, which a checkpoint written since may have replaced)."""
+    if r is None:
+        return {"committed": None, "re_read": None, "skip": None, "note": "no committed offset on the source"}
+    out: dict[str, Any] = {"committed": r.source_offset, "re_read": None, "skip": None, "note": None}
+    if r.mm2_offset is None:
+        return out | {"note": "no MM2 checkpoint"}
+    assert r.mm2_re_read is not None and r.mm2_skip is not None
+    out.update(upstream_offset=r.checkpoint_upstream, offset=r.mm2_offset, re_read=r.mm2_re_read.model_dump(),
+               skip=r.mm2_skip.model_dump())
+    if r.mm2_skip.may_be_positive:
+        out["note"] = r.why_skips(r.mm2_offset, r.mm2_skip)
+    return out
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -77,11 +134,29 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
 
 
+def _count(value: dict[str, Any] | None) -> Count | None:
+    return None if value is None else Count.model_validate(value)
+
+
 def _mm2_table(out: dict[str, Any]) -> str:
-    body = _table(["GROUP", "TOPIC", "PARTITION", "SOURCE-OFFSET", "OFFSET"],
-                  [[r["group"], r["topic"], r["partition"], r["upstream_offset"], r["offset"]] for r in out["rows"]])
-    return (f"{body}\n{out['groups']} groups, {len(out['rows'])} partitions from {out['checkpoints_read']} "
-            f"checkpoint records ({out['malformed_records']} malformed)")
+    rows = out["rows"]
+    head = f"{out['groups']} groups, {len(rows)} partitions from {out['checkpoints_read']} checkpoint records " \
+           f"({out['malformed_records']} malformed)"
+    if not out["source_readable"]:
+        body = _table(["GROUP", "TOPIC", "PARTITION", "CHECKPOINTED-AT", "OFFSET"],
+                      [[r["group"], r["topic"], r["partition"], r["upstream_offset"], r["offset"]] for r in rows])
+        return (f"{body}\n{head}\n{out['source']} is not readable ({out['source_unreadable']}): the groups' committed "
+                "offsets, and so what MM2's checkpoints re-read or skip, are not shown")
+    body = _table(["GROUP", "TOPIC", "PARTITION", "COMMITTED", "CHECKPOINTED-AT", "OFFSET", "RE-READ", "SKIP"],
+                  [[r["group"], r["topic"], r["partition"], r["committed"], r["upstream_offset"], r["offset"],
+                    _count(r["re_read"]), _count(r["skip"])] for r in rows])
+    t = out["totals"]
+    skipping = [f"  {r['group']} {r['topic']}-{r['partition']}: {r['note']}: skips {_count(r['skip'])} record(s)"
+                for r in rows if r["skip"] is not None and _count(r["skip"]).may_be_positive]
+    return "\n".join([body, head, f"committed offsets read on {out['source']}: MM2's checkpoints re-read "
+                       f"{_count(t['re_read'])} and skip {_count(t['skip'])} records over {t['committed_partitions']} "
+                       f"committed partition(s) ({t['without_checkpoint']} without a checkpoint, {t['skipping']} whose "
+                       "checkpoint may skip)"] + (["skipping:"] + skipping if skipping else []))
 
 
 def precise_table(report: PreciseReport) -> str:
@@ -92,9 +167,14 @@ def precise_table(report: PreciseReport) -> str:
                     r.skip] for r in report.rows])
     t = report.totals
     reasons = sorted({f"  {r.group} {r.target_topic}-{r.partition}: {r.reason}" for r in report.rows if r.reason})
+    skipping = [f"  {r.group} {r.target_topic}-{r.partition}: {r.why_skips(r.offset, r.skip)}: skips {r.skip} "
+                "record(s)"
+                for r in report.rows if r.offset is not None and r.skip.may_be_positive]
     return "\n".join([body, f"{t.groups} groups, {t.partitions} partitions: {t.proven} proven, {t.not_proven} not "
                       f"proven (the highest position that provably skips nothing used); precise mode re-reads "
-                      f"{t.re_read} and skips {t.skip} records; MM2's checkpoints would re-read {t.mm2_re_read} and "
+                      f"{t.re_read} and skips {t.skip} records ({t.skipping} partition(s) where no position on the "
+                      f"target skips nothing); MM2's checkpoints would re-read {t.mm2_re_read} and "
                       f"skip {t.mm2_skip} ({t.without_checkpoint} partition(s) without a checkpoint, "
                       f"{t.mm2_skipping} whose checkpoint may skip)"]
-                     + (["not proven:"] + reasons if reasons else []))
+                     + (["not proven:"] + reasons if reasons else [])
+                     + (["skipping:"] + skipping if skipping else []))

@@ -50,8 +50,8 @@ class Count(BaseModel):
     def __str__(self) -> str:
         if self.is_exact:
             return f"{self.low}"
-        if self.high is None:
-            return f"at least {self.low}"
+        if self.high is None:  # "at least 0" would read as a count: nothing bounds it
+            return f"at least {self.low}" if self.low else "unknown (not counted)"
         return f"{self.low}–{self.high}" if self.low else f"at most {self.high}"
 
 

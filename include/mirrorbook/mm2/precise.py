@@ -185,13 +185,16 @@ def sync_position(window: SyncWindow, target_marks: Marks) -> int | None:
     With the anchor sync (u -> d), the newest at or below the committed offset C: if C == u the record at
     d is the copy of C; otherwise every record after u is copied after d, in order, so d + 1 holds a copy
     of a record no later than C (MM2's own translation, done with every sync rather than a sparse
-    in-memory store or a checkpoint taken at some other offset). Below the target's log start nothing is
-    left to read: the log start is the answer then. None without an anchor.
+    in-memory store or a checkpoint taken at some other offset). None without an anchor.
+
+    Not raised to the target's log start: a position below it means retention on the target deleted the
+    copies the group would read from there, and records after C may have gone with them. The log start
+    is then a position of its own, whose skip `position_counts` counts.
     """
     if window.below is None:
         return None
     u, d = window.below.upstream_offset, window.below.downstream_offset
-    return min(max(d + (0 if window.upstream_offset == u else 1), target_marks.low), target_marks.high)
+    return min(d + (0 if window.upstream_offset == u else 1), target_marks.high)
 
 
 def _at_least(data: PartitionData, syncs: Sequence[OffsetSync], start: int, end: int) -> int:
@@ -205,18 +208,31 @@ def _at_most(data: PartitionData, start: int, end: int) -> int:
     return counted if counted is not None else max(0, end - start)
 
 
+def whole_history(target_marks: Marks) -> bool:
+    """The target partition still holds every record ever written to it (its log starts at 0), so its start
+    is at or before the copy of any record the source still holds: a position that skips nothing."""
+    return target_marks.low == 0
+
+
 def position_counts(x: int, committed: int, proof: int | None, syncs: Sequence[OffsetSync], source: PartitionData,
-                    target: PartitionData, target_marks: Marks) -> tuple[Count, Count]:
+                    target: PartitionData, source_marks: Marks, target_marks: Marks) -> tuple[Count, Count]:
     """(re-read, skip) of a group committed at `committed` on the source that starts at target offset `x`.
 
-    Exact where the copy of its next record (`proof`) is known and the records between were read. Else
-    bounded by the offset-syncs of one generation (both sides in order, no re-sends in between):
-    - skip: 0 when x is at or before MM2's sync position (or the target's start); otherwise at least the
-      records up to the newest sync at or after `committed` whose copy lies below x;
+    Below the target's log start nothing is left to read: a consumer gets there at best (its offset is out
+    of range), so `x` counts from the log start. Exact where the copy of its next record (`proof`) is known
+    and the records between were read. Else bounded by the offset-syncs of one generation (both sides in
+    order, no re-sends in between; "copies" are those of the records at or after `committed`):
+    - skip 0 when x is at or before MM2's sync position, or at the start of a target holding its whole
+      history (`whole_history`). Otherwise the skipped records are source records from `committed` up to
+      the oldest sync whose copy is at or after x (u2 -> d2), or the source's end:
+      at least those up to the newest sync copied below x, and at least as many as that stretch holds
+      beyond what the target holds in [x, d2); at most that stretch, and at most the target offsets from
+      the sync position to x (below the log start every offset counts: those copies were deleted).
     - re-read: at least the records in (u, committed) when x is just after a sync (u -> x - 1), or from
       the oldest sync below `committed` whose copy is at or after x; at most the target records between x
       and the copy of the first sync at or after `committed` (its copy follows the group's next record).
     """
+    x = max(x, target_marks.low)
     if proof is not None:
         n = target.count(min(x, proof), max(x, proof))
         if n is not None:
@@ -225,13 +241,19 @@ def position_counts(x: int, committed: int, proof: int | None, syncs: Sequence[O
     after = [s for s in syncs if s.upstream_offset >= committed]
     anchor = below[-1] if below else None
     safe = (anchor.downstream_offset + (0 if anchor.upstream_offset == committed else 1)) if anchor else None
-    if x <= target_marks.low or (safe is not None and x <= safe):
+    if (safe is not None and x <= safe) or (x == target_marks.low and whole_history(target_marks)):
         skip = ZERO
     else:
         passed = [s for s in after if s.downstream_offset < x]
         low = _at_least(source, syncs, committed, passed[-1].upstream_offset + 1) if passed else 0
-        floor = anchor.downstream_offset if anchor else target_marks.low
-        skip = Count.between(low, _at_most(target, max(floor, target_marks.low), x))
+        upper = next((s for s in after if s.downstream_offset >= x), None)
+        end = upper.upstream_offset if upper else source_marks.high
+        room = _at_most(target, x, upper.downstream_offset if upper else target_marks.high)
+        low = max(low, _at_least(source, syncs, committed, end) - room)
+        floor = safe if safe is not None else 0
+        deleted = max(0, min(target_marks.low, x) - floor)
+        high = min(_at_most(source, committed, end), deleted + _at_most(target, max(floor, target_marks.low), x))
+        skip = Count.between(low, high)
     if skip.low > 0:  # starting past the group's next record: nothing before it is read again
         return ZERO, skip
     firsts = [s.upstream_offset for s in below if s.upstream_offset < committed and s.downstream_offset >= x]
@@ -251,8 +273,11 @@ class PartitionTranslation(BaseModel):
 
     `offset` is what precise mode writes: the proven position, else the highest fallback that provably
     skips nothing (MM2's checkpoint if made at or below the committed offset, MM2's offset-sync position,
-    the target's start), with its re-read/skip counted or bounded. `mm2_*` is what MM2's own checkpoint
-    would do — which CAN skip, when a group rewound below the offset MM2 last checkpointed for it.
+    the target's start when it holds its whole history), with its re-read/skip counted or bounded. When no
+    position on the target skips nothing (retention there deleted copies of records the group has not read),
+    it is the target's log start, which skips the fewest, and `skip` counts them. `mm2_*` is what MM2's own
+    checkpoint would do — which CAN skip: when the group rewound below the offset MM2 last checkpointed for
+    it, or when the checkpoint lies below the target's log start.
     """
 
     group: str
@@ -268,6 +293,7 @@ class PartitionTranslation(BaseModel):
     proof: str = NOT_PROVEN
     reason: str | None = None
     sync_offset: int | None = None          # the offset-syncs' safe position (see `sync_position`)
+    target_log_start: int = 0               # the target partition's log start when translated
     fallback_offset: int | None = None      # the best position without a content proof
     fallback_rule: str | None = None        # one of FALLBACK_RULES
     fallback_re_read: Count | None = None
@@ -284,6 +310,18 @@ class PartitionTranslation(BaseModel):
     def target_tp(self) -> TP:
         return TP(self.target_topic, self.partition)
 
+    def why_skips(self, offset: int, skip: Count) -> str:
+        """Why starting at `offset` may skip (`skip`) records the group has not read."""
+        if offset <= self.target_log_start and self.target_log_start > 0:
+            deleted = "deleted" if skip.low > 0 else "may have deleted"
+            return (f"the target's log starts at {self.target_log_start}: retention there {deleted} copies of "
+                    f"records after the group's committed offset {self.source_offset}")
+        if offset == self.mm2_offset and self.checkpoint_upstream is not None \
+                and self.checkpoint_upstream > self.source_offset:
+            return (f"MM2's checkpoint was made for source offset {self.checkpoint_upstream}, past the group's "
+                    f"committed offset {self.source_offset} (the group rewound after it)")
+        return f"offset {offset} lies past the copy of the group's next record (committed {self.source_offset})"
+
 
 class TranslationTotals(BaseModel):
     partitions: int = 0
@@ -296,6 +334,7 @@ class TranslationTotals(BaseModel):
     mm2_skipping: int = 0       # rows whose checkpoint may skip
     re_read: Count = ZERO       # precise mode's choice
     skip: Count = ZERO
+    skipping: int = 0           # rows whose precise-mode offset may skip (no position on the target skips nothing)
 
 
 class PreciseReport(BaseModel):
@@ -332,6 +371,7 @@ def totals(rows: Iterable[PartitionTranslation]) -> TranslationTotals:
             t.mm2_skipping += r.mm2_skip.may_be_positive
         t.re_read += r.re_read
         t.skip += r.skip
+        t.skipping += r.skip.may_be_positive
     t.groups = len(groups)
     return t
 
@@ -443,31 +483,34 @@ def translate_precise(source: Config, target: Config, source_alias: str, target_
             proofs[key] = prove(i.committed, windows[key], src_data.get(i.src, empty), tgt_data.get(i.tgt, empty),
                                 src_marks[i.src], tgt_marks[i.tgt], max_window)
         rows.append(_row(i, proofs[key], indexes[i.src].syncs, windows[key], src_data.get(i.src, empty),
-                         tgt_data.get(i.tgt, empty), tgt_marks[i.tgt]))
+                         tgt_data.get(i.tgt, empty), src_marks[i.src], tgt_marks[i.tgt]))
     return PreciseReport(source_alias=source_alias, target_alias=target_alias, groups_regex=groups_regex,
                          rows=rows, totals=totals(rows), checkpoints_read=cps.records,
                          offset_syncs_read=syncs.records, malformed_records=cps.malformed + syncs.malformed)
 
 
 def _row(i: _Item, proof: Proof, syncs: Sequence[OffsetSync], window: SyncWindow, source: PartitionData,
-         target: PartitionData, target_marks: Marks) -> PartitionTranslation:
+         target: PartitionData, source_marks: Marks, target_marks: Marks) -> PartitionTranslation:
     c = i.committed
     mm2 = i.checkpoint.downstream_offset if i.checkpoint is not None else None
     row = PartitionTranslation(group=i.group, source_topic=i.src.topic, target_topic=i.tgt.topic,
                                partition=i.src.partition, source_offset=c, mm2_offset=mm2,
                                checkpoint_upstream=i.checkpoint.upstream_offset if i.checkpoint else None,
                                precise_offset=proof.offset, proof=proof.rule, reason=proof.reason,
-                               sync_offset=sync_position(window, target_marks))
+                               sync_offset=sync_position(window, target_marks), target_log_start=target_marks.low)
 
     def counts(x: int) -> tuple[Count, Count]:
-        return position_counts(x, c, proof.offset, syncs, source, target, target_marks)
+        return position_counts(x, c, proof.offset, syncs, source, target, source_marks, target_marks)
 
-    if mm2 is not None:
+    if mm2 is not None:  # MM2's own value, as MM2 would write it (even below the log start), counted as it reads
         row.mm2_re_read, row.mm2_skip = counts(mm2)
+    # Positions still on the target; one below its log start is the log start (`earliest`) at best.
     candidates = [(x, rule, *counts(x)) for x, rule in ((mm2, "checkpoint"), (row.sync_offset, "offset-sync"),
-                                                        (target_marks.low, "earliest")) if x is not None]
-    safe = [cand for cand in candidates if cand[3] == ZERO]
-    # The highest position that provably skips nothing (fewest re-reads); if none is proven safe, the lowest.
+                                                        (target_marks.low, "earliest"))
+                  if x is not None and x >= target_marks.low]
+    safe = [cand for cand in candidates if not cand[3].may_be_positive]
+    # The highest position that provably skips nothing (fewest re-reads); if there is none, the lowest — the
+    # log start, which skips the fewest — with its skip counted, so the plan's gate sees it.
     best = max(safe, key=lambda cand: cand[0]) if safe else min(candidates, key=lambda cand: cand[0])
     row.fallback_offset, row.fallback_rule, row.fallback_re_read, row.fallback_skip = best
     if proof.proven:
@@ -479,4 +522,4 @@ def _row(i: _Item, proof: Proof, syncs: Sequence[OffsetSync], window: SyncWindow
 
 __all__ = ["prove", "translate_precise", "PreciseReport", "PartitionTranslation", "TranslationTotals",
            "PartitionData", "Marks", "Rec", "Proof", "read_partitions", "merge_ranges", "position_counts",
-           "sync_position"]
+           "sync_position", "whole_history"]

@@ -23,6 +23,7 @@ from mirrorbook.bounds import cut, shown
 from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.counts import total
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
@@ -202,14 +203,21 @@ def translate(rb: Runbook, clients: Clients, move: Move,
             step.note(translate_s=round(time.monotonic() - t0, 3))
             skipping = plan.skipping()
             if skipping:
-                bad = ", ".join(f"{r.group} {r.target_topic}-{r.partition} (skip {r.skip}, {r.method})"
-                                for r in skipping[:20]) + (f" (+{len(skipping) - 20} more)" if len(skipping) > 20 else "")
-                step.note(skipping=[r.model_dump(mode="json") for r in skipping[:50]])
+                skip = total(r.skip for r in skipping)
+                bad = plan.skipping_text()
+                step.note(skipping=[r.model_dump(mode="json") for r in skipping[:50]], skipped=str(skip))
                 if not move.params.allow_skips:
-                    raise VerifyFailed(f"The plan would skip records: {bad}. Nothing was written.",
-                                       "use translation=precise (it never skips) or, to accept the loss, "
-                                       "re-run with allow_skips=true")
-                plan.notes.append(f"allow_skips: {len(skipping)} row(s) may skip records: {bad}")
+                    # precise skips only what no position on the new cluster still holds (its retention deleted it)
+                    accept = "to accept the loss, trigger the runbook again with allow_skips=true"
+                    hint = (f"the records are gone from the new cluster (its retention deleted them): {accept}"
+                            if plan.translation == "precise" else
+                            f"use translation=precise (it skips only what the new cluster no longer holds) or, {accept}")
+                    raise VerifyFailed(f"The plan would skip {skip} record(s) in {len(skipping)} group-partition(s): "
+                                       f"{bad}. Nothing was written.", hint)
+                allowed = (f"allow_skips=true: the operator accepted {skip} skipped record(s) in {len(skipping)} "
+                           f"group-partition(s): {bad}")
+                plan.notes.append(allowed)
+                step.note(allowed_skips=allowed)
             rb.progress_set(PLAN_KEY, plan.model_dump(mode="json"))
         step.settle(plan.totals())
         step.note(groups=plan.groups, notes=plan.notes)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import ZERO, Count, total
-from mirrorbook.mm2.precise import PreciseReport
+from mirrorbook.mm2.precise import Marks, PreciseReport, whole_history
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 
 # Groups that are plumbing, never application consumers (MM2's own groups.exclude, plus ours).
@@ -78,6 +78,15 @@ class TranslationPlan(BaseModel):
         """Rows whose offset may start past records the group has not read."""
         return [r for r in self.rows if r.skip.may_be_positive]
 
+    def skipping_text(self, limit: int = 20) -> str:
+        """The skipping rows as an operator reads them: where each group is, where it would start, what it skips."""
+        rows = self.skipping()
+        text = "; ".join(
+            f"{r.group} {r.target_topic}-{r.partition}: committed "
+            f"{'unknown' if r.source_offset is None else r.source_offset} on {self.from_cluster}, starts at "
+            f"{r.offset} on {self.to_cluster}, skips {r.skip} record(s) ({r.method})" for r in rows[:limit])
+        return text + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
+
 
 def _count(items: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
@@ -93,21 +102,24 @@ def managed_groups(admin: KafkaAdmin, regex: str) -> list[str]:
 
 
 def rows_from_precise(report: PreciseReport, translation: str) -> list[PlanRow]:
-    """Precise mode writes the proven offset, else the highest position that provably skips nothing;
-    mm2 mode writes MM2's checkpoint (and reports what it re-reads and skips), else that same fallback."""
+    """Precise mode writes the proven offset, else the highest position that provably skips nothing (else the
+    target's log start, its skip counted); mm2 mode writes MM2's checkpoint, else that same fallback. Every
+    row's skip is counted or bounded, and a row that may skip says why, so the plan's gate can refuse it."""
     rows = []
     for r in report.rows:
         if translation == "precise" and r.proven:
             offset, method, re_read, skip, note = r.offset, f"precise:{r.proof}", r.re_read, r.skip, None
         elif translation == "mm2" and r.mm2_offset is not None:
             offset, method, re_read, skip = r.mm2_offset, "mm2", r.mm2_re_read or ZERO, r.mm2_skip or ZERO
-            note = (f"MM2's checkpoint was made for source offset {r.checkpoint_upstream}, past the group's "
-                    f"{r.source_offset}: it skips {skip} record(s)") if skip.may_be_positive else None
+            note = (f"{r.why_skips(offset, skip)}: MM2's checkpoint skips {skip} record(s)"
+                    if skip.may_be_positive else None)
         else:
             offset, method = r.fallback_offset, f"fallback:{r.fallback_rule}"
             re_read, skip = r.fallback_re_read or ZERO, r.fallback_skip or ZERO
-            note = (f"not proven ({r.reason}): " if translation == "precise" else "no MM2 checkpoint: ") + \
-                FALLBACK_NOTES[r.fallback_rule or "earliest"]
+            why = f"not proven ({r.reason})" if translation == "precise" else "no MM2 checkpoint"
+            how = (f"{r.why_skips(offset, skip)}, so no position on the target skips nothing: it skips {skip} "
+                   "record(s)" if skip.may_be_positive else FALLBACK_NOTES[r.fallback_rule or "earliest"])
+            note = f"{why}: {how}"
         rows.append(PlanRow(group=r.group, source_topic=r.source_topic, target_topic=r.target_topic,
                             partition=r.partition, source_offset=r.source_offset, offset=offset, method=method,
                             mm2_offset=r.mm2_offset, precise_offset=r.precise_offset, re_read=re_read, skip=skip,
@@ -118,22 +130,33 @@ def rows_from_precise(report: PreciseReport, translation: str) -> list[PlanRow]:
 FALLBACK_NOTES = {
     "checkpoint": "MM2's checkpoint, made at or before the group's offset (re-reads, never skips)",
     "offset-sync": "MM2's offset-syncs: the newest sync at or below the group's offset (re-reads, never skips)",
-    "earliest": "the partition's start on the target (re-reads everything it holds, never skips)",
+    "earliest": "the partition's start on the target, which holds its whole history (re-reads everything it "
+                "holds, never skips)",
 }
 
 
 def add_earliest_fallback(rows: list[PlanRow], wanted: dict[str, dict[TP, int | None]],
                           target_admin: KafkaAdmin) -> list[PlanRow]:
-    """(group, target partition) pairs nobody could translate start at the partition's earliest offset:
-    the group re-reads what the new cluster holds, and never skips."""
+    """(group, target partition) pairs nobody could translate start at the partition's earliest offset."""
     have = {(r.group, r.target_tp) for r in rows}
     missing = [(g, tp, src) for g, tps in wanted.items() for tp, src in tps.items() if (g, tp) not in have]
     if not missing:
         return rows
     marks = target_admin.watermarks({tp for _, tp, _ in missing})
-    for g, tp, src in sorted(missing):
-        rows.append(PlanRow(group=g, source_topic="?", target_topic=tp.topic, partition=tp.partition,
-                            source_offset=src, offset=marks[tp].low, method="fallback:earliest", skip=ZERO,
-                            re_read=Count.between(0, marks[tp].high - marks[tp].low),
-                            note="no checkpoint and no proof: " + FALLBACK_NOTES["earliest"]))
+    rows.extend(earliest_row(g, tp, src, Marks(marks[tp].low, marks[tp].high)) for g, tp, src in sorted(missing))
     return rows
+
+
+def earliest_row(group: str, tp: TP, source_offset: int | None, marks: Marks) -> PlanRow:
+    """A pair nobody could translate, at the partition's start: the group re-reads what the new cluster holds.
+    That skips nothing only when the partition holds its whole history (`whole_history`); past a log start
+    that retention moved, nothing here counts what was deleted, so the skip is unknown — not 0 — and the
+    plan's gate stops on it."""
+    whole = whole_history(marks)
+    return PlanRow(group=group, source_topic="?", target_topic=tp.topic, partition=tp.partition,
+                   source_offset=source_offset, offset=marks.low, method="fallback:earliest",
+                   skip=ZERO if whole else Count.between(0, None), re_read=Count.between(0, marks.high - marks.low),
+                   note="no checkpoint and no proof: " + (
+                       FALLBACK_NOTES["earliest"] if whole else
+                       f"the partition's start on the target, {marks.low}: retention there deleted what was below "
+                       "it, and nothing here tells whether the group had read it (the skip is not counted)"))

@@ -151,7 +151,8 @@ def page(cookies: list[dict[str, Any]], size: tuple[int, int] = (1400, 1000)) ->
                                  "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL)
         try:
-            with connect(_devtools_endpoint(Path(profile), proc), max_size=None) as ws:
+            # No keepalive pings: a local DevTools socket may sit idle while a test waits on Airflow.
+            with connect(_devtools_endpoint(Path(profile), proc), max_size=None, ping_interval=None) as ws:
                 cdp = _Cdp(ws)
                 target = cdp.call("Target.createTarget", url="about:blank")["targetId"]
                 session = cdp.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]

@@ -140,11 +140,11 @@ def test_a_flows_runbook_link_opens_its_form_filled_with_that_flow_and_triggers_
                      what="Airflow's page of the run")
         tab.screenshot(tmp_path / "runbook-form-mm2_offsets-run.png")
 
-        with AirflowApi(e2e.url, timeout_s=60) as api:
-            api.login(Credentials(username="admin", password=e2e.password("admin")))
-            done = api.wait("mm2_offsets", run_id, timeout_s=300, interval_s=1)
+    with AirflowApi(e2e.url, timeout_s=60) as api:
+        api.login(Credentials(username="admin", password=e2e.password("admin")))
+        done = api.wait("mm2_offsets", run_id, timeout_s=300, interval_s=1)
 
-        # The next visit starts from the runbook's defaults again: the reset above is never replayed.
+    with page(_cookie(e2e)) as tab:  # the next visit starts from the runbook's defaults: the reset is not replayed
         tab.navigate(f"{e2e.url}/mirrorbook/page/flows/{alias}/B")
         last_run = tab.evaluate("document.querySelector('#runbooks a[data-dag=mm2_offsets] + a.last-run')"
                                 ".getAttribute('href')")

@@ -136,8 +136,10 @@ def test_a_flows_runbook_link_opens_its_form_filled_with_that_flow_and_triggers_
         tab.click_through("#trigger")  # posts the form; Airflow's run page opens in the whole window
         landed = tab.evaluate("location.pathname")
         run_id = unquote(landed.rsplit("/", 1)[-1])
-        tab.wait_for(f"document.body.innerText.includes({json.dumps(run_id)})", timeout_s=120,
-                     what="Airflow's page of the run")
+        tab.wait_for(f"document.body.innerText.includes({json.dumps(run_id)})"
+                     " && document.body.innerText.includes('validate_params')"  # its tasks are listed
+                     " && !document.body.innerText.includes('nav.home')",  # and its words translated
+                     timeout_s=120, what="Airflow's page of the run")
         tab.screenshot(tmp_path / "runbook-form-mm2_offsets-run.png")
 
     with AirflowApi(e2e.url, timeout_s=60) as api:

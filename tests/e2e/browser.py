@@ -102,16 +102,17 @@ class Page:
         """Load events of pages already left: waiting for the next page must not return on one of them."""
         self.cdp.events = [e for e in self.cdp.events if e.get("method") != "Page.loadEventFired"]
 
-    def navigate(self, url: str) -> None:
+    def navigate(self, url: str, timeout_s: float = 120.0) -> None:
         self._forget_loads()
         self.cdp.call("Page.navigate", self.session, url=url)
-        self.cdp.wait_event("Page.loadEventFired")
+        self.cdp.wait_event("Page.loadEventFired", timeout_s)
 
-    def click_through(self, selector: str) -> None:
-        """Click what leaves the page (a link, a form's submit button) and wait until the next page loaded."""
+    def click_through(self, selector: str, timeout_s: float = 180.0) -> None:
+        """Click what leaves the page (a link, a form's submit button) and wait until the next page loaded
+        (a form's post may call Airflow, and Airflow's UI loads a large bundle: slow on a busy machine)."""
         self._forget_loads()
         self.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
-        self.cdp.wait_event("Page.loadEventFired")
+        self.cdp.wait_event("Page.loadEventFired", timeout_s)
 
     def evaluate(self, expression: str) -> Any:
         result = self.cdp.call("Runtime.evaluate", self.session, expression=expression, returnByValue=True,

@@ -33,6 +33,7 @@ from mirrorbook.airflow.api.auth import Reader
 from mirrorbook.airflow.api.context import BasePath, FlowDep, TopologyDep
 from mirrorbook.airflow.api.control import _bounded_body
 from mirrorbook.airflow.api.links import PAGE, RUNBOOKS, flow_page_path, run_href, runbook_form_path, ui_base
+from mirrorbook.airflow.api.models import Caller
 from mirrorbook.airflow.api.page import render
 from mirrorbook.airflow.forms import form
 from mirrorbook.bounds import cut, shown
@@ -209,7 +210,7 @@ def runbook_model(dag_id: str) -> type[FormParams]:
     return model
 
 
-def _page(caller: Any, flow: FlowSpec, dag_id: str, model: type[FormParams], base: str, run_id: str, *,
+def _page(caller: Caller, flow: FlowSpec, dag_id: str, model: type[FormParams], base: str, run_id: str, *,
           submitted: Mapping[str, str] | None = None, error: str | None = None, notice: str | None = None,
           status_code: int = 200) -> HTMLResponse:
     html = render("runbook_form.html", caller.name, base, flow=flow.name, dag_id=dag_id, label=RUNBOOKS[dag_id],

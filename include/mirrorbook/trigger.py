@@ -79,9 +79,12 @@ def _detail(resp: httpx.Response) -> str:
 class AirflowApi:
     """A minimal Airflow 3 REST client: a JWT from /auth/token, then /api/v2 calls with it."""
 
-    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 30.0, token: SecretStr | None = None) -> None:
+        """`token`: call as the holder of this JWT instead of logging in (the plugin's forms pass on their
+        caller's own, so Airflow authorizes the call as that user)."""
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else None
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s, headers=headers)
 
     def __enter__(self) -> "AirflowApi":
         return self

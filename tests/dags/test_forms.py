@@ -1,5 +1,7 @@
 """Every runbook DAG's form is its model's: same fields in the same order, same types, choices, bounds,
-titles, descriptions and defaults — generated, so the UI and the validation cannot drift."""
+titles, descriptions and defaults — generated, so the UI and the validation cannot drift. What the forms
+say their choices do, and the failover and failback graphs as an operator reads them: five named groups
+of named steps, in order. (The same, rendered by Airflow's UI in Chromium: tests/e2e/test_forms_ui.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pytest
 from mirrorbook.airflow.forms import form
 from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
-from mirrorbook.runbooks.params import RUNBOOKS, ChangeParams, parse
+from mirrorbook.runbooks.params import OFFSETS_EFFECTS, RUNBOOKS, ChangeParams, parse
 
 pytestmark = pytest.mark.airflow
 MODELS = {**RUNBOOKS, "dr_drill": DrillParams, "mm2_health_check": HealthParams}
@@ -34,3 +36,40 @@ def test_the_dag_form_is_generated_from_the_model(dagbag, topology, dag_id):
     parse(model, dag.params.dump(), topology)
     if issubclass(model, ChangeParams):
         assert list(dag.params)[:2] == ["flow", "dry_run"]  # dry run right after the flow, above the fold
+
+
+def test_the_forms_say_what_their_choices_do(dagbag):
+    translation = dagbag.get_dag("mm2_failover").params.get_param("translation")
+    assert translation.value == "auto"
+    assert translation.description.startswith("auto: precise when planned, mm2 when unplanned;")
+    action = dagbag.get_dag("mm2_offsets").params.get_param("action").description
+    assert all(f"{role} — {effect}" in action for role, effect in OFFSETS_EFFECTS.items())
+    # What an alter or a reset of the source connector's offsets does to the target, in so many words.
+    assert "a LOWER offset re-copies records already on the target (duplicates there)" in action
+    assert "a reset re-copies every retained record from the start (duplicates on the target)" in action
+
+
+GROUPS = {"prepare": ["precheck", "wait_groups_inactive", "wait_replication_drained", "warm_proof"],
+          "translate": ["translate_offsets"],
+          "write": ["write_offsets", "read_back_offsets"],
+          "prove": ["group_parity", "record_parity"],
+          "switch": ["stop_flow", "confirm_flow_stopped"]}
+ALONE = ["validate_params", "lock_flow", "unlock_flow", "report"]
+ORDER = ["validate_params", "lock_flow", *GROUPS, "unlock_flow", "report"]
+
+
+@pytest.mark.parametrize("dag_id,last_step", [("mm2_failover", "start_reverse_flow"),
+                                              ("mm2_failback", "restart_flow")])
+def test_a_move_reads_as_five_groups_of_named_steps_in_order(dagbag, dag_id, last_step):
+    dag = dagbag.get_dag(dag_id)
+    groups = {gid: g for gid, g in dag.task_group.get_task_group_dict().items() if gid}
+    expected = {**GROUPS, "switch": [*GROUPS["switch"], last_step]}
+    assert {gid: list(g.children) for gid, g in groups.items()} == expected
+    assert set(dag.task_group.children) == {*GROUPS, *ALONE}  # nothing else at the top
+    # Task ids carry no group prefix: the REST API, mark_success patterns and the docs name them as is.
+    assert sorted(dag.task_ids) == sorted([*ALONE, *(t for ids in expected.values() for t in ids)])
+    for before, after in zip(ORDER, ORDER[1:]):  # each group starts once the whole previous one is done
+        leaves = [t.task_id for t in groups[before].get_leaves()] if before in groups else [before]
+        roots = [t.task_id for t in groups[after].get_roots()] if after in groups else [after]
+        for root in roots:
+            assert set(leaves) <= dag.get_task(root).upstream_task_ids, (dag_id, before, after, root)

@@ -21,6 +21,8 @@ from typing import Any, Iterator
 
 from websockets.sync.client import connect
 
+REPO = Path(__file__).resolve().parents[2]
+KEPT = REPO / ".artifacts"  # screenshots kept after the run, for a person to look at
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--remote-debugging-port=0"]
@@ -28,6 +30,18 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def session_cookie(url: str, token: str) -> list[dict[str, Any]]:
+    """Airflow's UI session: its JWT in the `_token` cookie, as its login sets it."""
+    return [{"name": "_token", "value": token, "url": url, "httpOnly": True}]
+
+
+def keep(shot: Path) -> None:
+    """Keep a screenshot in .artifacts/ (it must be a real, non-blank PNG)."""
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
+    KEPT.mkdir(exist_ok=True)
+    shutil.copyfile(shot, KEPT / shot.name)
 
 
 class _Cdp:
@@ -84,9 +98,21 @@ class Page:
     def __init__(self, cdp: _Cdp, session: str) -> None:
         self.cdp, self.session = cdp, session
 
-    def navigate(self, url: str) -> None:
+    def _forget_loads(self) -> None:
+        """Load events of pages already left: waiting for the next page must not return on one of them."""
+        self.cdp.events = [e for e in self.cdp.events if e.get("method") != "Page.loadEventFired"]
+
+    def navigate(self, url: str, timeout_s: float = 120.0) -> None:
+        self._forget_loads()
         self.cdp.call("Page.navigate", self.session, url=url)
-        self.cdp.wait_event("Page.loadEventFired")
+        self.cdp.wait_event("Page.loadEventFired", timeout_s)
+
+    def click_through(self, selector: str, timeout_s: float = 180.0) -> None:
+        """Click what leaves the page (a link, a form's submit button) and wait until the next page loaded
+        (a form's post may call Airflow, and Airflow's UI loads a large bundle: slow on a busy machine)."""
+        self._forget_loads()
+        self.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
+        self.cdp.wait_event("Page.loadEventFired", timeout_s)
 
     def evaluate(self, expression: str) -> Any:
         result = self.cdp.call("Runtime.evaluate", self.session, expression=expression, returnByValue=True,
@@ -126,7 +152,8 @@ def page(cookies: list[dict[str, Any]], size: tuple[int, int] = (1400, 1000)) ->
                                  "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL)
         try:
-            with connect(_devtools_endpoint(Path(profile), proc), max_size=None) as ws:
+            # No keepalive pings: a local DevTools socket may sit idle while a test waits on Airflow.
+            with connect(_devtools_endpoint(Path(profile), proc), max_size=None, ping_interval=None) as ws:
                 cdp = _Cdp(ws)
                 target = cdp.call("Target.createTarget", url="about:blank")["targetId"]
                 session = cdp.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]

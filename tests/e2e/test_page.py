@@ -1,12 +1,11 @@
 """The plugin's pages, rendered by headless Chromium with an Airflow session cookie (as the Airflow UI's
-external view loads them), kept as screenshots; their link in Airflow's navigation; and a runbook link
-followed into Airflow's own UI, where the trigger form opens filled with the flow."""
+external view loads them), kept as screenshots; their link in Airflow's navigation; and a flow's page with
+its runbook links (each runbook's form for that flow, the flow's latest run beside it). The forms
+themselves, followed into Airflow: tests/e2e/test_forms_ui.py."""
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import uuid
 from datetime import datetime, timedelta, timezone
 from html import unescape
@@ -14,19 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from mirrorbook.airflow.api.links import RUNBOOKS
 from mirrorbook.trigger import AirflowApi, Credentials
-from tests.e2e.browser import chromium, page, render
+from tests.e2e.browser import chromium, keep, page, render, session_cookie
 from tests.e2e.conftest import E2E, SECRET
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
-REPO = Path(__file__).resolve().parents[2]
-KEPT = REPO / ".artifacts"
-
-
-def _keep(shot: Path) -> None:
-    KEPT.mkdir(exist_ok=True)
-    shutil.copyfile(shot, KEPT / shot.name)
-    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def _rows(dom: str, table: str) -> list[str]:
@@ -37,7 +29,7 @@ def _rows(dom: str, table: str) -> list[str]:
 
 
 def _cookie(e2e: E2E) -> list[dict]:
-    return [{"name": "_token", "value": e2e.token("admin"), "url": e2e.url, "httpOnly": True}]
+    return session_cookie(e2e.url, e2e.token("admin"))
 
 
 def test_page_renders_flows_drills_and_audit_in_headless_chromium(e2e: E2E, tmp_path: Path):
@@ -54,7 +46,7 @@ def test_page_renders_flows_drills_and_audit_in_headless_chromium(e2e: E2E, tmp_
 
     dom = render(f"{e2e.url}/mirrorbook/page", _cookie(e2e), shot)
 
-    _keep(shot)
+    keep(shot)
     assert SECRET not in dom
     rows = _rows(dom, "flows")
     for name, flow in flows.items():  # every flow, with the state the API reports
@@ -86,10 +78,8 @@ def _dry_run(e2e: E2E, dag_id: str, conf: dict) -> str:
     return run_id
 
 
-def test_flow_page_and_its_runbook_link_opens_airflows_trigger_form_filled_with_the_flow(e2e: E2E, tmp_path: Path):
+def test_flow_page_shows_the_flow_and_links_each_runbooks_form_and_the_flows_latest_run(e2e: E2E, tmp_path: Path):
     flow = e2e.ops.flow
-    default_flow = e2e.topology.flows[0].name  # what the form shows when nothing fills it
-    assert flow.name != default_flow
     run_id = _dry_run(e2e, "mm2_pause_resume", {"flow": flow.name, "action": "pause", "dry_run": True,
                                                 "parity": "off"})
 
@@ -97,22 +87,12 @@ def test_flow_page_and_its_runbook_link_opens_airflows_trigger_form_filled_with_
         tab.navigate(f"{e2e.url}/mirrorbook/page/flows/{e2e.ops.alias}/B")
         tab.screenshot(tmp_path / "plugin-flow-page.png")
         dom = tab.dom()
-        link = tab.evaluate("document.querySelector('#runbooks a[data-dag=mm2_pause_resume]').href")
-        dags = tab.evaluate("[...document.querySelectorAll('#runbooks a')].map(a => [a.dataset.dag, a.target])")
+        forms = tab.evaluate("[...document.querySelectorAll('#runbooks a[data-dag]')]"
+                             ".map(a => [a.dataset.dag, a.getAttribute('href'), a.target])")
+        runs = tab.evaluate("[...document.querySelectorAll('#runbooks a.last-run')]"
+                            ".map(a => [a.dataset.run, a.getAttribute('href'), a.target])")
 
-        tab.navigate(link)  # what the SRE's click does (target=_top: the whole window, out of the iframe)
-        tab.wait_for("!!document.querySelector('[data-testid=trigger-dag-button]')", what="Airflow's trigger button")
-        tab.evaluate("document.querySelector('[data-testid=trigger-dag-button]').click()")
-        tab.wait_for("!!document.querySelector('[role=menuitem][data-value=triggerWithConfig]')",
-                     what="the 'Trigger again with this config' item")
-        tab.evaluate("document.querySelector('[role=menuitem][data-value=triggerWithConfig]').click()")
-        filled = tab.wait_for(f"(document.querySelector('#element_flow') || {{}}).value === {json.dumps(flow.name)}"
-                              " && document.querySelector('#element_flow').value", what="the form's flow field")
-        tab.screenshot(tmp_path / "trigger-form-filled.png")
-        dry = tab.evaluate("document.querySelector('input[name=element_dry_run]').checked")
-
-    for shot in ("plugin-flow-page.png", "trigger-form-filled.png"):
-        _keep(tmp_path / shot)
+    keep(tmp_path / "plugin-flow-page.png")
     assert SECRET not in dom
     assert f"Flow <code>{flow.name.replace('>', '&gt;')}</code>" in dom and 'class="state REPLICATING"' in dom
     assert [r.split()[0] for r in _rows(dom, "connectors")] == ["MirrorSourceConnector", "MirrorCheckpointConnector",
@@ -120,7 +100,6 @@ def test_flow_page_and_its_runbook_link_opens_airflows_trigger_form_filled_with_
     assert all("RUNNING" in r for r in _rows(dom, "connectors"))
     assert {r.split()[0] for r in _rows(dom, "partitions")} >= {e2e.ops.topic}
     assert any(run_id in r and "admin" in r for r in _rows(dom, "events"))  # the flow's own audit events
-    assert sorted(dags) == sorted([d, "_top"] for d in ("mm2_failover", "mm2_failback", "mm2_pause_resume",
-                                                         "mm2_offsets", "dr_drill"))
-    assert link == f"{e2e.url}/dags/mm2_pause_resume/runs/{run_id}"
-    assert filled == flow.name and dry is True  # the run's parameters, this flow among them
+    # Every runbook: its form for this flow (inside the plugin's frame); the dry run above: its run, in Airflow.
+    assert forms == [[d, f"/mirrorbook/page/flows/{e2e.ops.alias}/B/runbooks/{d}", ""] for d in RUNBOOKS]
+    assert [run_id, f"/dags/mm2_pause_resume/runs/{run_id}", "_top"] in runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from mirrorbook.airflow.api import control, errors, flows, page, schema
+from mirrorbook.airflow.api import control, errors, flows, page, runbook_form, schema
 
 
 def create_app() -> FastAPI:
@@ -18,6 +18,7 @@ def create_app() -> FastAPI:
     errors.install(app)
     app.include_router(schema.router)
     app.include_router(page.router)  # before the flow routes: /page/… must not read as a flow path
+    app.include_router(runbook_form.router)
     app.include_router(flows.router)
     app.include_router(control.router)
     return app

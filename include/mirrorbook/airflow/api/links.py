@@ -49,8 +49,9 @@ def offsets_links(flow: Endpoints, base: str) -> dict[str, str]:
 class RunbookLink(BaseModel):
     dag_id: str
     label: str
-    href: str
-    run_id: str | None = None  # the flow's latest run of this runbook, whose page the link opens
+    href: str                    # the runbook's form with this flow filled in and fixed (runbook_form.py)
+    run_id: str | None = None    # the flow's latest run of this runbook (shown, never replayed)
+    run_href: str | None = None
 
 
 def ui_base(base: str) -> str:
@@ -58,15 +59,26 @@ def ui_base(base: str) -> str:
     return base[: -len(PREFIX)] if base.endswith(PREFIX) else ""
 
 
-def runbook_links(base: str, latest_runs: dict[str, str]) -> list[RunbookLink]:
-    """Airflow 3.3's UI cannot pre-fill a trigger form from a URL (apache/airflow#54800 is open; #59231
-    did it and was reverted by #59769). What it can do: on a DAG run's page, Trigger offers "Trigger again
-    with this config", which opens the form filled with that run's parameters. So a runbook the flow has
-    run before links to its latest run of it (found in the audit trail); one it never ran, to the DAG."""
-    ui = ui_base(base)
+def runbook_form_path(flow: Endpoints, dag_id: str) -> str:
+    return f"{flow_page_path(flow)}/runbooks/{quote(dag_id, safe='')}"
+
+
+def run_href(base: str, dag_id: str, run_id: str) -> str:
+    """A run's page in Airflow's UI."""
+    return f"{ui_base(base)}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+def runbook_links(base: str, flow: Endpoints, latest_runs: dict[str, str]) -> list[RunbookLink]:
+    """Each runbook's link opens its form with this flow filled in. Airflow 3.3's UI cannot fill its own
+    trigger form from a URL (no trigger route, no query parameter read: apache/airflow#54800 is open), and
+    its other way — "Trigger again with this config" on a past run — replays every parameter of that run
+    (a dry_run=false, an offsets body) and exists only where the flow ran the runbook before; the DAG's
+    bare form defaults to the topology's first flow. So the link opens the plugin's own form, generated
+    from the runbook's model with the flow fixed, which triggers through Airflow's REST API as the user.
+    The flow's latest run is linked beside it, to read."""
     out = []
     for dag_id, label in RUNBOOKS.items():
         run_id = latest_runs.get(dag_id)
-        href = f"{ui}/dags/{dag_id}" + (f"/runs/{quote(run_id, safe='')}" if run_id else "")
-        out.append(RunbookLink(dag_id=dag_id, label=label, href=href, run_id=run_id))
+        out.append(RunbookLink(dag_id=dag_id, label=label, href=f"{base}{runbook_form_path(flow, dag_id)}",
+                               run_id=run_id, run_href=run_href(base, dag_id, run_id) if run_id else None))
     return out

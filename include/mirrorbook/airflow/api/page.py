@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse
 from mirrorbook.airflow.api import views
 from mirrorbook.airflow.api.auth import Reader
 from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep, FlowDep
-from mirrorbook.airflow.api.links import PAGE, RunbookLink, runbook_links
+from mirrorbook.airflow.api.links import PAGE, Endpoints, RunbookLink, runbook_links
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import MetricsSample
 from mirrorbook.bounds import cut
@@ -37,8 +37,9 @@ def render(template: str, caller: str, base: str, **values: Any) -> str:
                                                     home=f"{base}{PAGE}", **values)
 
 
-def _flow_extras(audit: AuditStore, flow: str, base: str) -> tuple[MetricsSample | None, list[RunbookLink]]:
-    return views.health_sample(audit, flow), runbook_links(base, views.latest_runs(audit, flow))
+def _flow_extras(audit: AuditStore, name: str, ends: Endpoints,
+                 base: str) -> tuple[MetricsSample | None, list[RunbookLink]]:
+    return views.health_sample(audit, name), runbook_links(base, ends, views.latest_runs(audit, name))
 
 
 @router.get(PAGE, response_class=HTMLResponse, summary="Every flow, recent drills and audit events (HTML)")
@@ -46,7 +47,7 @@ async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BaseP
     statuses = await all_status(clients, with_lag=True)
 
     def from_audit() -> tuple[list[Any], list[views.DrillRow], list[views.EventRow]]:
-        extras = [_flow_extras(audit, s.flow, base) for s in statuses]
+        extras = [_flow_extras(audit, s.flow, s, base) for s in statuses]
         return (extras, views.drill_rows(audit.artifacts(kind=DRILL_KIND)),
                 views.event_rows(audit.events(limit=views.RECENT_EVENTS, newest_first=True)))
 
@@ -63,7 +64,7 @@ async def flow_page(caller: Reader, flow: FlowDep, clients: ClientsDep, audit: A
     status = await clients.replication(flow).astatus(with_lag=True)
 
     def from_audit() -> tuple[MetricsSample | None, list[RunbookLink], list[views.EventRow]]:
-        sample, links = _flow_extras(audit, flow.name, base)
+        sample, links = _flow_extras(audit, flow.name, flow, base)
         return sample, links, views.event_rows(audit.events(flow=flow.name, limit=views.RECENT_EVENTS,
                                                              newest_first=True))
 

@@ -14,14 +14,13 @@ models (mirrorbook.airflow.forms), so what the UI offers and what the runbook ac
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any, ClassVar, Literal, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from mirrorbook.audit.errors import SnapshotNotFound
-from mirrorbook.bounds import PARAM_LIMITS, Limits, shown
+from mirrorbook.bounds import OFFSETS_LIMITS, PARAM_LIMITS, Limits, shown, unknown_keys
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
 from mirrorbook.mm2 import Translation
@@ -30,8 +29,6 @@ from mirrorbook.patterns import compile_whole_id, reason
 from mirrorbook.replication.backend import FlowAction
 from mirrorbook.topology import CONNECTOR_CLASSES, ConnectorRole, FlowSpec, Topology
 
-# An offsets body is the one parameter that is large by nature: one entry per partition.
-OFFSETS_LIMITS = Limits(max_string=5_000_000, max_depth=6, max_items=200_000, max_bytes=5_000_000)
 MAX_WAIT_S = 86_400  # the longest gate wait a form accepts (a day); task timeouts are derived from it
 
 
@@ -294,18 +291,12 @@ class FailbackParams(MoveParams):
 # -- parsing ----------------------------------------------------------------------------------------
 
 def refuse_unknown(model: type[FormParams], keys: Any) -> None:
-    """Every key must be a parameter of the runbook: a misspelling is refused, never ignored."""
+    """Every key must be a parameter of the runbook: a misspelling is refused, never ignored (the wording and
+    the suggestion are the plugin API's too: `bounds.unknown_keys`)."""
     known = list(model.model_fields)
-    unknown = []
-    for key in keys:
-        if key in model.model_fields:
-            continue
-        text = key if isinstance(key, str) else str(key)
-        close = difflib.get_close_matches(text.lower(), known, n=1, cutoff=0.6) if len(text) <= 100 else []
-        unknown.append(f"unknown parameter {shown(key)}" + (f" — did you mean {close[0]!r}?" if close else ""))
-    if unknown:
-        shown_ = unknown[:5] + ([f"and {len(unknown) - 5} more"] if len(unknown) > 5 else [])
-        raise InvalidParams("; ".join(shown_), f"the parameters of this runbook are: {', '.join(known)}")
+    message = unknown_keys(keys, known)
+    if message:
+        raise InvalidParams(message, f"the parameters of this runbook are: {', '.join(known)}")
 
 
 def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
@@ -315,7 +306,10 @@ def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
                                 f"{PARAM_LIMITS.max_string}")
         limits = model.limits.get(key, PARAM_LIMITS)
         if isinstance(value, (str, bytes)) and key in model.limits:
+            # A structured parameter given as text (an offsets body): its size and nesting now, its strings,
+            # keys and integers when it is parsed (`bounds.loads`).
             limits.check_text(key, value)
+            continue
         limits.check(key, value)
 
 

@@ -47,12 +47,19 @@ def cut(text: str, limit: int = ECHO_LIMIT) -> str:
     return f"{text[:limit]}… ({len(text)} chars)"
 
 
+def _quoted(text: str, limit: int, quote: str) -> str:
+    """`text` JSON-escaped between `quote`s, at most `limit` characters of it (an escape counts: a NUL takes
+    6), then `… (N chars)` when it was longer."""
+    inner = json.dumps(text[:limit], ensure_ascii=False)[1:-1]
+    if len(text) <= limit and len(inner) <= limit:
+        return f"{quote}{inner}{quote}"
+    return f"{quote}{inner[:limit]}{quote}… ({len(text)} chars)"
+
+
 def shown(value: Any, limit: int = ECHO_LIMIT) -> str:
     """A user value as it may be echoed: JSON-like for scalars, bounded in length and depth."""
     if isinstance(value, str):
-        if len(value) <= limit:
-            return json.dumps(value, ensure_ascii=False)
-        return json.dumps(value[:limit], ensure_ascii=False) + f"… ({len(value)} chars)"
+        return _quoted(value, limit, '"')
     if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 3.32 * limit:
         return f"an integer of {_digits(value)} digits"  # its text would be huge (and Python refuses to make it)
     if value is None or isinstance(value, (bool, int, float)):
@@ -70,8 +77,7 @@ def quoted(name: Any, limit: int = ECHO_LIMIT) -> str:
     """A key as messages quote it: 'dryrun' — escaped (a NUL or a newline shows as \\u0000, \\n) and bounded."""
     if not isinstance(name, str):
         return shown(name, limit)
-    inner = json.dumps(name[:limit], ensure_ascii=False)[1:-1]
-    return f"'{inner}'" + (f"… ({len(name)} chars)" if len(name) > limit else "")
+    return _quoted(name, limit, "'")
 
 
 def closest(name: Any, known: Iterable[str]) -> str | None:

@@ -135,6 +135,8 @@ def test_long_keys_inside_nested_values_are_echoed_bounded():
         (FailoverParams, {"flow": "A->B", "x" * 999: {"y" * 999: {"z" * 999: "w" * 1001}}}),  # a string too long
         (FailoverParams, {"flow": "A->B", "x" * 999: {"y" * 999: {"z" * 999: {"q" * 1001: 1}}}}),  # a key too long
         (FailoverParams, {"flow": "A->B", "groups": {"y" * 999: {"z" * 999: [[[[[1]]]]]}}}),  # too deep
+        (FailoverParams, {"flow": "A->B", "\x00" * 999: 1, "\n" * 999: 2}),  # unknown keys that escape 6- and 2-fold
+        (FailoverParams, {"flow": "A->B", "mode": "\x00" * 999}),  # a value that escapes 6-fold
         (OffsetsParams, {"flow": "A->B", "action": "alter", "offsets": {"k" * 2_000_000: {"j" * 2_000_000: "v"}}}),
         (OffsetsParams, {"flow": "A->B", "action": "alter", "offsets": {"offsets": "v" * 5_000_001}}),
         (OffsetsParams, {"flow": "A->B", "action": "alter",  # as text: keys inside are bounded like the dict's

@@ -37,10 +37,11 @@ class InvalidParams(Refused):
 
 
 class Preflight(Protocol):
-    """What `preflight` may consult: the audit store and the clusters (read-only)."""
+    """What `preflight` may consult: the audit store and the clusters (read-only), and the topology."""
 
     audit: Any
     clients: Any
+    topology: Topology
 
 
 class FormParams(BaseModel):
@@ -255,6 +256,23 @@ class MoveParams(ChangeParams):
 
     def groups_regex(self, topology: Topology) -> str:
         return self.groups or topology.groups_regex(self.flow_spec)
+
+    def preflight(self, context: Preflight) -> list[str]:
+        """A groups pattern that matches nothing on the cluster a planned move leaves: a real run is refused
+        here, before the lock; a dry run plans on and says so (nothing to move is not an error there). An
+        unplanned move finds its groups in what survives on the target: its precheck looks."""
+        from mirrorbook.runbooks.move import NOTHING_TO_MOVE_HINT, move_for, no_groups, reachable  # imports us
+        from mirrorbook.runbooks.plan import managed_groups
+
+        if self.mode != "planned":
+            return []
+        move = move_for(self, context.topology)
+        admin = context.clients.admin(move.from_cluster)
+        if not reachable(admin) or managed_groups(admin, move.regex):
+            return []  # an unreachable cluster is precheck's to refuse, saying so
+        if not self.dry_run:
+            raise InvalidParams(no_groups(move), NOTHING_TO_MOVE_HINT)
+        return [f"{no_groups(move)}: nothing to move — a real run with these parameters is refused"]
 
 
 class FailoverParams(MoveParams):

@@ -385,9 +385,16 @@ def model_of(dag_id: str) -> type[FormParams] | None:
     return None
 
 
-def check_conf(dag_id: str, conf: Mapping[str, Any]) -> None:
+def check_keys(model: type[FormParams], conf: Mapping[str, Any]) -> None:
     """What can be refused about a run's conf without the topology: its sizes and its keys."""
+    if not isinstance(conf, Mapping):
+        raise InvalidParams(f"a run's conf must be a JSON object, got {shown(conf)}")
+    check_sizes(model, conf)
+    refuse_unknown(model, conf.keys())
+
+
+def check_conf(dag_id: str, conf: Mapping[str, Any]) -> None:
+    """`check_keys` for one of mirrorbook's DAGs (`mirrorbook trigger`, before anything is sent)."""
     model = model_of(dag_id)
     if model is not None:
-        check_sizes(model, conf)
-        refuse_unknown(model, conf.keys())
+        check_keys(model, conf)

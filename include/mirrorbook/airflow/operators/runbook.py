@@ -17,7 +17,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
 from mirrorbook.runbooks import lock
 from mirrorbook.runbooks.engine import Runbook
-from mirrorbook.runbooks.params import InvalidParams, check_sizes, parse, refuse_unknown
+from mirrorbook.runbooks.params import InvalidParams, check_keys, parse
 from mirrorbook.runbooks.report import run_report
 
 # Parameters too large to be worth an XCom copy (the audit keeps the validated run's parameters).
@@ -68,10 +68,7 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
 
     def _check_conf(self, conf: Any) -> None:
         """The run's conf as sent: its keys are the runbook's, and Airflow lets it reach the params at all."""
-        if not isinstance(conf, dict):
-            raise InvalidParams("the run's conf must be a JSON object")
-        check_sizes(self.params_model, conf)
-        refuse_unknown(self.params_model, conf.keys())
+        check_keys(self.params_model, conf)
         if conf and not airflow_conf.getboolean(*CONF_OVERRIDES):
             among = " (dry_run=false among them)" if "dry_run" in self.params_model.model_fields else ""
             raise InvalidParams(

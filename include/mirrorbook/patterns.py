@@ -13,7 +13,7 @@ from typing import Callable
 
 import re2
 
-from mirrorbook.bounds import PATTERN_MAX, InputTooLarge, shown
+from mirrorbook.bounds import PATTERN_MAX, InputTooLarge, cut, shown
 from mirrorbook.errors import Refused
 
 _OPTIONS = re2.Options()
@@ -47,12 +47,14 @@ def compile_whole_id(pattern: str, what: str = "groups") -> "re2._Regexp":
         return _compile(pattern)
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        reason = cut(reason)  # RE2 quotes the offending part of the pattern: up to the whole of it
         raise InvalidPattern(f"`{what}` {shown(pattern)} is not a regular expression mirrorbook accepts: {reason}",
                              HINT, reason=f"not a regular expression mirrorbook accepts: {reason} ({HINT})")
 
 
 def reason(exc: Refused) -> str:
-    """What is wrong with a refused pattern, without echoing it (for messages that name the field already)."""
+    """What is wrong with a refused pattern, echoing at most RE2's bounded excerpt of it (for messages that name
+    the field already)."""
     return exc.reason if isinstance(exc, InvalidPattern) else exc.message
 
 

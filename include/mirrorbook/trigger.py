@@ -25,9 +25,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from mirrorbook.bounds import cut
+from mirrorbook.bounds import CONF_LIMITS, cut, loads
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.runbooks.params import OFFSETS_LIMITS, check_conf
+from mirrorbook.runbooks.params import check_conf
 
 ENV_URL = "MIRRORBOOK_AIRFLOW_URL"
 ENV_USER = "MIRRORBOOK_AIRFLOW_USER"
@@ -198,9 +198,8 @@ def parse_conf(text: str, dag_id: str | None = None) -> dict[str, Any]:
         raw = Path(text[1:]).read_text() if text.startswith("@") else text
     except OSError as exc:
         raise TriggerError(f"--conf {cut(text)}: cannot read the file: {exc.strerror}")
-    OFFSETS_LIMITS.check_text("--conf", raw)
     try:
-        conf = json.loads(raw)
+        conf = loads("--conf", raw, CONF_LIMITS)  # sizes, nesting and integers, bounded before Python converts
     except json.JSONDecodeError as exc:
         raise TriggerError(f"--conf is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     if not isinstance(conf, dict):

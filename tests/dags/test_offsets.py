@@ -174,3 +174,24 @@ def test_alter_with_spark_parity_judges_connector_offsets_and_groups(run_dag, mi
     assert verdict.details["totals"].get("rows", 0) >= 2 or sum(verdict.details["counts"].values()) >= 2
     assert {k: os.environ.get(k) for k in ("PATH", "AIRFLOW_CONN_SPARK_DEFAULT")} == \
         {k: before.get(k) for k in ("PATH", "AIRFLOW_CONN_SPARK_DEFAULT")}
+
+
+def test_an_unknown_snapshot_fails_at_validate_params_naming_the_flows_latest(run_dag, dag_scratch, connect_b_url,
+                                                                             use_topology, audit):
+    """Restoring a snapshot that does not exist is refused by the first task, for good — not found by `apply`
+    as a retryable error — and the refusal names the connector's latest snapshots, newest first."""
+    name = dag_scratch.flow.connector("source")
+    sids = [audit.save_snapshot("connector-offsets", dag_scratch.flow.name, name, {"offsets": []},
+                                note=f"before alter {i}") for i in range(2)]
+    with FaultProxy(connect_b_url) as proxy:
+        use_topology(dag_scratch.topology, connect_url=proxy.url)
+        run = run_dag("mm2_offsets", conf(dag_scratch, action="restore", snapshot_id="snap-not-there"))
+    tis = {ti.task_id: ti for ti in run.dag_run.get_task_instances()}
+    assert run.state == "failed"
+    assert str(tis["validate_params"].state) == "failed" and tis["validate_params"].try_number == 1
+    assert {str(tis[t].state) for t in ("lock_flow", "apply")} == {"upstream_failed"}
+    failure = run.failure()
+    assert f'No snapshot "snap-not-there" in the audit store; the latest snapshots of {name} are: {sids[1]} ' \
+           f"(before alter 1," in failure
+    assert failure.index(sids[1]) < failure.index(sids[0])
+    assert proxy.calls() == [] and run.mutating_calls() == 0

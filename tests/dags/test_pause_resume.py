@@ -96,7 +96,7 @@ def test_a_misspelled_dry_run_is_refused_before_any_call(run_dag, dag_scratch, c
     assert run.state == "failed"
     tis = run.task_states()
     assert tis["validate_params"] == "failed" and tis["apply"] == "upstream_failed"
-    assert "unknown parameter \"dryrun\" — did you mean 'dry_run'?" in run.failure()
+    assert "unknown parameter 'dryrun' — did you mean 'dry_run'?" in run.failure()
     assert [c for c in proxy.calls() if c.method != "GET"] == []
     assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
 

@@ -3,7 +3,8 @@
 Every runbook DAG is triggered with an otherwise valid request whose `dry_run` is misspelled — the input
 that once paused a flow for real. Each run must fail at validate_params, for good (no retry), naming the
 key and the closest known one; no later task may run; the audit trail shows no mutating call; Connect saw
-no change request; the connectors' states and the groups' offsets are what they were.
+no change request; the connectors' states and the groups' offsets are what they were — on both sides: the
+failback drives B->A, whose connectors run on Connect worker A and whose groups land on cluster A.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from mirrorbook.connect import ConnectClient
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.runbooks.plan import managed_groups
 from tests.e2e.conftest import E2E
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
@@ -33,19 +35,29 @@ def _confs(e2e: E2E) -> dict[str, dict]:
 
 
 def _connector_states(e2e: E2E) -> dict[str, str]:
+    """Every flow's connectors, read on the Connect worker that runs them (B->A's on worker A)."""
     out = {}
-    with ConnectClient(e2e.stack.workers["B"].url) as client:
-        for flow in e2e.topology.flows:
-            if flow.connect_cluster == "B":
-                for _, name in flow.connectors.items():
-                    out[name] = client.status(name).connector.state
+    for flow in e2e.topology.flows:
+        with ConnectClient(e2e.stack.workers[flow.connect_cluster].url) as client:
+            for _, name in flow.connectors.items():
+                out[f"{flow.connect_cluster}:{name}"] = client.status(name).connector.state
     return out
 
 
+def _group_offsets(e2e: E2E) -> dict[str, dict]:
+    """The committed offsets, on A and on B, of every group a run here could move: the failed-over scratch
+    flow's, and those a failback of A->B would bring back to A (its managed groups, found on B)."""
+    admins = {c: KafkaAdmin(e2e.stack.brokers[c].bootstrap) for c in ("A", "B")}
+    groups = sorted(set(e2e.failover.groups)
+                    | set(managed_groups(admins["B"], e2e.topology.groups_regex(e2e.topology.flow("A->B")))))
+    return {c: admin.committed_offsets(groups) for c, admin in admins.items()}
+
+
 def test_a_misspelled_dry_run_changes_nothing_in_any_runbook(e2e: E2E):
-    admin_b = KafkaAdmin(e2e.stack.brokers["B"].bootstrap)
-    groups_before = admin_b.committed_offsets(e2e.failover.groups)
+    groups_before = _group_offsets(e2e)
+    assert any(groups_before["A"].values()), groups_before  # the failover's groups are committed on A
     states_before = _connector_states(e2e)
+    assert any(k.startswith("A:") for k in states_before), states_before  # B->A's connectors, on worker A
     changes_before = len([c for c in e2e.proxy.calls() if c.method != "GET"])
     runs = {}
     with e2e.client() as api:
@@ -69,14 +81,20 @@ def test_a_misspelled_dry_run_changes_nothing_in_any_runbook(e2e: E2E):
             tis = {t["task_id"]: t for t in api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
                    .json()["task_instances"]}
             assert tis["validate_params"]["state"] == "failed", (dag_id, tis["validate_params"])
-            assert tis["validate_params"]["try_number"] == 1, dag_id  # a validation failure is never retried
+            # A validation failure is never retried: one attempt ran, and failed for good. (An attempt the
+            # executor could not start — its supervisor timed out reaching the API server on a loaded machine —
+            # never ran a line of ours: it has no start date, and Airflow retries it like any task.)
+            tries = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/validate_params/tries").json()
+            ran = [t for t in tries["task_instances"] if t["start_date"] is not None]
+            assert [t["state"] for t in ran] == ["failed"], (dag_id, tries)
+            assert ran[0]["try_number"] == tis["validate_params"]["try_number"], (dag_id, tries)
             assert tis["lock_flow"]["state"] == "upstream_failed", dag_id
             refused = [e for e in e2e.audit.events(run_id=run_id) if e.action == "step.params.validate"]
             assert len(refused) == 1 and refused[0].result == "refused", dag_id
-            assert refused[0].error.startswith('unknown parameter "dryrun"'), refused[0].error
+            assert refused[0].error.startswith("unknown parameter 'dryrun'"), refused[0].error
             if dag_id != "dr_drill":  # a drill has no dry run: nothing close to suggest
                 assert "did you mean 'dry_run'?" in refused[0].error, (dag_id, refused[0].error)
             assert e2e.audit.count_mutating(run_id) == 0, dag_id
     assert len([c for c in e2e.proxy.calls() if c.method != "GET"]) == changes_before
     assert _connector_states(e2e) == states_before
-    assert admin_b.committed_offsets(e2e.failover.groups) == groups_before
+    assert _group_offsets(e2e) == groups_before

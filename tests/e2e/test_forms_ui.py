@@ -191,7 +191,7 @@ def test_a_wrong_forbidden_or_cross_site_form_post_is_answered_precisely_and_tri
                 "parity": "off", "spark_connect": "", "dry_run": "on"}
     cases = [  # (user, fields, headers, status, what the answer says)
         ("admin", {**defaults, "drain_timeout": "ten"}, None, 422, "Invalid parameter `drain_timeout`"),
-        ("admin", {**defaults, "dryrun": "on"}, None, 422, "unknown parameter \"dryrun\" — did you mean 'dry_run'?"),
+        ("admin", {**defaults, "dryrun": "on"}, None, 422, "unknown parameter 'dryrun' — did you mean 'dry_run'?"),
         ("admin", {**defaults, "flow": e2e.topology.flows[0].name}, None, 422, "`flow` is fixed by the form"),
         ("ops", defaults, None, 502, "Airflow answered 403"),  # a viewer: Airflow itself refuses the trigger
         ("admin", defaults, {"Sec-Fetch-Site": "cross-site"}, 403, "accepted from this site's own page only"),

@@ -7,7 +7,12 @@ The app runs in-process (Starlette's TestClient) on the session devstack: flows 
 the real Connect workers (through logging proxies) and the real brokers. Airflow's authentication is
 overridden here, and only here, so that hypothesis can send thousands of requests quickly: that Airflow
 guards every route (401/403, the schema included) is proven by tests/e2e/test_flows_api.py against a
-real `airflow standalone`, and tests/unit/test_api_routes.py checks that every route depends on a guard.
+real `airflow standalone`, and tests/unit/test_api_pages.py checks that every route depends on a guard
+(`test_every_route_the_schema_and_its_viewers_included_needs_an_airflow_guard`).
+
+The mutating routes take no query parameter, and PUT …/pause|resume and DELETE …/offsets no body: whatever
+extra a caller sends is refused by name (400), so a `?dry_run=true` or a `{"dryrun": true}` never makes the
+change for real — the connectors' states are compared before and after on the real workers.
 """
 
 from __future__ import annotations
@@ -202,13 +207,90 @@ def test_pause_and_resume_of_what_is_not_a_flow_change_nothing(api: Api, data: s
     assert api.changes() == []
 
 
-@SETTINGS
-@given(data=st.data())
-def test_resume_of_a_running_flow_with_any_body_is_a_noop(api: Api, data: st.DataObject):
-    s, t = data.draw(st.sampled_from(sorted(api.flows)))
-    r = api.send("PUT", path_of(s, t) + "/resume", params=data.draw(queries),
-                 content=data.draw(raw_bodies).encode("utf-8", "surrogatepass"))
-    assert r.status_code == 200 and r.json()["mutations"] == 0, r.text[:300]
+def test_resume_of_a_running_flow_is_a_noop(api: Api):
+    s, t = sorted(api.flows)[0]
+    for content in (b"", b" \r\n"):  # no body at all, or only whitespace
+        r = api.send("PUT", path_of(s, t) + "/resume", content=content)
+        assert r.status_code == 200 and r.json()["mutations"] == 0, r.text[:300]
+    assert api.changes() == []
+
+
+# Something extra on a mutating route: at least one query parameter, or a body that is more than whitespace
+# (the route would otherwise run for real — it is a real pause of a real flow).
+extra_queries = st.lists(st.tuples(st.text(min_size=1, max_size=30), st.text(max_size=200) | huge), min_size=1,
+                         max_size=4)
+named = st.dictionaries(st.sampled_from(["dry_run", "dryrun", "dry-run", "force", "connectors", "offsets", "flow"])
+                        | st.text(max_size=30), json_values, min_size=1, max_size=4).map(json.dumps)
+extra_bodies = (named | raw_bodies).map(lambda b: b.encode("utf-8", "surrogatepass")).filter(lambda b: b.strip())
+MUTATING = [("PUT", "/pause"), ("PUT", "/resume"), ("DELETE", "/offsets"), ("PATCH", "/offsets")]
+
+
+def test_anything_extra_on_a_mutating_route_is_refused_by_name_and_changes_nothing(api: Api):
+    before = api.connector_states()
+
+    @SETTINGS
+    @given(data=st.data())
+    def extra_never_mutates(data: st.DataObject) -> None:
+        s, t = data.draw(st.sampled_from(sorted(api.flows)))
+        method, route = data.draw(st.sampled_from(MUTATING))
+        params = data.draw(extra_queries) if method == "PATCH" or data.draw(st.booleans()) else []
+        content = data.draw(extra_bodies) if method != "PATCH" and (not params or data.draw(st.booleans())) else \
+            data.draw(raw_bodies).encode("utf-8", "surrogatepass")
+        r = api.send(method, path_of(s, t) + route, params=params, content=content)
+        assert r.status_code == 400, r.text[:300]
+        message = r.json()["message"]
+        if params:
+            assert message.startswith(f"unknown query parameter '") and message.endswith(
+                f": {method} /{{source}}/{{target}}{route} takes no query parameters"), message[-300:]
+        else:
+            assert message.startswith(f"{method} /{{source}}/{{target}}{route} takes no request body"), message[:300]
+        assert len(message) < 1_600, message[:300]  # five keys named at most, each cut at 200 characters
+        assert api.changes() == []
+
+    extra_never_mutates()
+    assert api.connector_states() == before
+
+
+def test_a_misspelled_or_extra_key_is_named_with_the_closest_known_one(api: Api):
+    s, t = sorted(api.flows)[0]
+    flow = path_of(s, t)
+    cases = [
+        ("PUT", "/pause", {"params": {"dry_run": "true"}},
+         "unknown query parameter 'dry_run': PUT /{source}/{target}/pause takes no query parameters"),
+        ("PUT", "/pause", {"json": {"dryrun": True}},
+         "PUT /{source}/{target}/pause takes no request body: unknown key 'dryrun'"),
+        ("PUT", "/resume", {"content": b"true"}, "PUT /{source}/{target}/resume takes no request body (got 4 bytes)"),
+        ("DELETE", "/offsets", {"json": {"offsets": []}},
+         "DELETE /{source}/{target}/offsets takes no request body: unknown key 'offsets'"),
+        ("DELETE", "/offsets", {"params": [("dryrun", "1"), ("dryrun", "2"), ("x" * 5000, "")]},
+         f"unknown query parameter 'dryrun'; unknown query parameter '{'x' * 200}'… (5000 chars): "
+         "DELETE /{source}/{target}/offsets takes no query parameters"),
+        ("PATCH", "/offsets", {"json": {"ofsets": []}},
+         "In the offsets body, unknown key 'ofsets' — did you mean 'offsets'?"),
+        ("PATCH", "/offsets", {"json": {"offsets": [{"partition": {"cluster": s, "topic": "t", "partition": 0},
+                                                     "offset": {"offset": 1}}], "dry_run": True}},
+         "In the offsets body, unknown key 'dry_run'"),
+        ("PATCH", "/offsets", {"json": {"offsets": [{"partition": {"cluster": s, "topic": "t", "partition": 0},
+                                                     "offsets": {"offset": 1}}]}},
+         "In the offsets body, entry 0: unknown key 'offsets' — did you mean 'offset'?"),
+    ]
+    for method, route, kw, message in cases:
+        r = api.send(method, flow + route, **kw)
+        assert r.json() == {"error_code": 400, "message": message}, (method, route, kw)
+    assert api.changes() == []
+    assert set(api.connector_states().values()) == {"RUNNING"}
+
+
+def test_long_keys_nested_in_a_body_are_echoed_bounded(api: Api):
+    s, t = sorted(api.flows)[0]
+    entry = '{"offsets": [{"partition": %s, "offset": null}]}'
+    bodies = [entry % json.dumps({"k" * 999: {"j" * 999: {"i" * 999: "v" * 1001}}}),  # a string too long, 3 keys deep
+              entry % json.dumps({"k" * 999: {"j" * 999: {"i" * 1001: 1}}}),  # a key too long
+              entry % ('{"%s": %s}' % ("k" * 999, "9" * 5000)),  # an integer Python would not convert
+              entry % json.dumps({"\u0000" * 999: [[[1]]]})]  # too deep, under keys that escape 6-fold
+    for body in bodies:
+        r = api.send("PATCH", path_of(s, t) + "/offsets", content=body)
+        assert r.status_code == 400 and len(r.json()["message"]) < 500, r.json()["message"][:300]
     assert api.changes() == []
 
 

@@ -148,7 +148,7 @@ def test_only_failed_parts_of_running_or_failed_connectors_are_restarted():
 def test_params_from_a_form_and_their_errors():
     p = parse(HealthParams, {"flows": "", "restart_failed": "true", "max_lag": 5}, TOPOLOGY)
     assert p.flows == ".*" and p.restart_failed is True and p.select(TOPOLOGY) == [FLOW]
-    with pytest.raises(InvalidParams, match="unknown parameter \"dry_run\""):  # the health check changes nothing
+    with pytest.raises(InvalidParams, match="unknown parameter 'dry_run'"):  # the health check changes nothing
         parse(HealthParams, {"dry_run": True}, TOPOLOGY)
     with pytest.raises(InvalidParams, match=r'`flows` "X->Y" matches no flow; the topology defines: A->B'):
         parse(HealthParams, {"flows": "X->Y"}, TOPOLOGY)

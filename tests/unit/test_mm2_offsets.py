@@ -33,7 +33,10 @@ def test_valid_payloads_pass(role, partition, offset):
 
 @pytest.mark.parametrize("role,payload,needle", [
     ("source", "{not json", "not valid JSON"),
-    ("source", {"offset": []}, "'offsets' list"),
+    ("source", {"offset": []}, "unknown key 'offset' — did you mean 'offsets'?"),
+    ("source", {}, "'offsets' list"),
+    ("source", {"offsets": [{"partition": SRC, "offst": {"offset": 1}}]},
+     "entry 0: unknown key 'offst' — did you mean 'offset'?"),
     ("source", {"offsets": []}, "is empty"),
     ("source", {"offsets": [{"partition": SRC}]}, "malformed at 'offsets.0.offset'"),
     ("source", body({"topic": "orders", "partition": 0}, {"offset": 1}), "missing the 'cluster' key"),

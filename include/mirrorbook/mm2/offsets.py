@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from mirrorbook.bounds import cut, shown
-from mirrorbook.connect.models import ConnectorOffsets
+from mirrorbook.bounds import OFFSETS_LIMITS, cut, loads, shown, unknown_keys
+from mirrorbook.connect.models import ConnectorOffsets, OffsetEntry
 from mirrorbook.errors import Refused
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
@@ -100,24 +100,38 @@ def _check_flow(role: str, partition: Mapping[str, Any], flow: FlowSpec) -> None
                              f"(expected sourceClusterAlias={flow.source!r}, targetClusterAlias={flow.target!r})")
 
 
-def parse_offsets(payload: str | Mapping[str, Any] | ConnectorOffsets) -> ConnectorOffsets:
-    """Parse a KIP-875 body (`{"offsets": [{"partition": {...}, "offset": {...} | null}]}`)."""
+EXPECTED = 'expected {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}'
+BODY_KEYS = tuple(ConnectorOffsets.model_fields)  # ("offsets",)
+ENTRY_KEYS = tuple(OffsetEntry.model_fields)      # ("partition", "offset")
+
+
+def parse_offsets(payload: str | Mapping[str, Any] | ConnectorOffsets, name: str = "offsets") -> ConnectorOffsets:
+    """Parse a KIP-875 body (`{"offsets": [{"partition": {...}, "offset": {...} | null}]}`). Text is parsed
+    within OFFSETS_LIMITS (`name` is what a refusal calls it); a key the format does not have is refused,
+    naming the closest one it has."""
     if isinstance(payload, ConnectorOffsets):
         return payload
     if isinstance(payload, str):
         try:
-            payload = json.loads(payload)
+            payload = loads(name, payload, OFFSETS_LIMITS)
         except json.JSONDecodeError as exc:
             raise InvalidOffsets(f"Offsets are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                                 'expected {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}')
-    if not isinstance(payload, Mapping) or "offsets" not in payload:
-        raise InvalidOffsets("Offsets must be a JSON object with an 'offsets' list (KIP-875 format)",
-                             'expected {"offsets": [{"partition": {...}, "offset": {"offset": N}}]}')
+                                 EXPECTED)
+    if not isinstance(payload, Mapping):
+        raise InvalidOffsets("Offsets must be a JSON object with an 'offsets' list (KIP-875 format)", EXPECTED)
+    unknown = unknown_keys(payload.keys(), BODY_KEYS, "key")
+    if unknown is None and isinstance(payload.get("offsets"), list):
+        unknown = next((f"entry {i}: {u}" for i, e in enumerate(payload["offsets"]) if isinstance(e, Mapping)
+                        and (u := unknown_keys(e.keys(), ENTRY_KEYS, "key"))), None)
+    if unknown:
+        raise InvalidOffsets(f"In the offsets body, {unknown}", EXPECTED)
+    if "offsets" not in payload:
+        raise InvalidOffsets("Offsets must be a JSON object with an 'offsets' list (KIP-875 format)", EXPECTED)
     try:
         parsed = ConnectorOffsets.model_validate(payload)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
+        loc = cut(".".join(str(p) for p in first["loc"]))
         raise InvalidOffsets(f"Offsets are malformed at '{loc}': {first['msg']}",
                              'each entry needs "partition" (object) and "offset" (object or null)')
     if not parsed.offsets:

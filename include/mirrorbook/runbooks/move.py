@@ -120,6 +120,15 @@ def groups_to_move(rb: Runbook, clients: Clients, move: Move, from_reachable: bo
     return sorted(g for g in log.groups() if not INTERNAL_GROUPS.match(g))
 
 
+NOTHING_TO_MOVE_HINT = "check the `groups` parameter (a regex matched against whole group ids)"
+
+
+def no_groups(move: Move) -> str:
+    where = (f"on {move.from_cluster}" if move.planned else
+             f"in what survives on {move.to_cluster} (MM2 checkpoints, readiness positions)")
+    return f"No consumer group matches {shown(move.regex)} {where}"
+
+
 def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
     with rb.step(f"{move.direction}.precheck", move.flow.name) as step:
         src, dst = clients.admin(move.from_cluster), clients.admin(move.to_cluster)
@@ -152,10 +161,10 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
                               + ". Replication cannot drain, so a planned move would lose what is not replicated yet",
                               f"resume it (mm2_pause_resume flow={move.via.name} action=resume), or use mode=unplanned")
         groups = groups_to_move(rb, clients, move, reach[move.from_cluster])
-        if not groups:
-            raise GateRefused(f"No consumer group matches {shown(move.regex)} "
-                              f"{'on ' + move.from_cluster if move.planned else 'in what survives on ' + move.to_cluster + ' (MM2 checkpoints, readiness positions)'}",
-                              "check the `groups` parameter (a regex matched against whole group ids)")
+        if not groups and not rb.dry_run:
+            raise GateRefused(no_groups(move), NOTHING_TO_MOVE_HINT)
+        if not groups:  # a dry run shows the rest of its plan, and this warning in it
+            step.note(warning=f"{no_groups(move)}: nothing to move — a real run with these parameters is refused")
         active = {g: i for g, i in dst.describe_groups(groups).items() if not i.inactive}
         if active:
             raise _active_refusal(active, move.to_cluster)
@@ -200,6 +209,9 @@ def translate(rb: Runbook, clients: Clients, move: Move,
                 rb, clients, move, move.planned and reachable(clients.admin(move.from_cluster)))
             t0 = time.monotonic()
             plan = compute(rb, clients, move, groups)
+            if not groups:  # a dry run only: precheck refuses a real one
+                plan.notes.insert(0, f"{no_groups(move)}: nothing to move — a real run with these parameters "
+                                     "is refused")
             step.note(translate_s=round(time.monotonic() - t0, 3))
             skipping = plan.skipping()
             if skipping:

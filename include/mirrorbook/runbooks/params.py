@@ -14,14 +14,13 @@ models (mirrorbook.airflow.forms), so what the UI offers and what the runbook ac
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any, ClassVar, Literal, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from mirrorbook.audit.errors import SnapshotNotFound
-from mirrorbook.bounds import PARAM_LIMITS, Limits, shown
+from mirrorbook.bounds import OFFSETS_LIMITS, PARAM_LIMITS, Limits, shown, unknown_keys
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
 from mirrorbook.mm2 import Translation
@@ -30,8 +29,6 @@ from mirrorbook.patterns import compile_whole_id, reason
 from mirrorbook.replication.backend import FlowAction
 from mirrorbook.topology import CONNECTOR_CLASSES, ConnectorRole, FlowSpec, Topology
 
-# An offsets body is the one parameter that is large by nature: one entry per partition.
-OFFSETS_LIMITS = Limits(max_string=5_000_000, max_depth=6, max_items=200_000, max_bytes=5_000_000)
 MAX_WAIT_S = 86_400  # the longest gate wait a form accepts (a day); task timeouts are derived from it
 
 
@@ -40,10 +37,11 @@ class InvalidParams(Refused):
 
 
 class Preflight(Protocol):
-    """What `preflight` may consult: the audit store and the clusters (read-only)."""
+    """What `preflight` may consult: the audit store and the clusters (read-only), and the topology."""
 
     audit: Any
     clients: Any
+    topology: Topology
 
 
 class FormParams(BaseModel):
@@ -259,6 +257,23 @@ class MoveParams(ChangeParams):
     def groups_regex(self, topology: Topology) -> str:
         return self.groups or topology.groups_regex(self.flow_spec)
 
+    def preflight(self, context: Preflight) -> list[str]:
+        """A groups pattern that matches nothing on the cluster a planned move leaves: a real run is refused
+        here, before the lock; a dry run plans on and says so (nothing to move is not an error there). An
+        unplanned move finds its groups in what survives on the target: its precheck looks."""
+        from mirrorbook.runbooks.move import NOTHING_TO_MOVE_HINT, move_for, no_groups, reachable  # imports us
+        from mirrorbook.runbooks.plan import managed_groups
+
+        if self.mode != "planned":
+            return []
+        move = move_for(self, context.topology)
+        admin = context.clients.admin(move.from_cluster)
+        if not reachable(admin) or managed_groups(admin, move.regex):
+            return []  # an unreachable cluster is precheck's to refuse, saying so
+        if not self.dry_run:
+            raise InvalidParams(no_groups(move), NOTHING_TO_MOVE_HINT)
+        return [f"{no_groups(move)}: nothing to move — a real run with these parameters is refused"]
+
 
 class FailoverParams(MoveParams):
     """mm2_failover: move the flow's managed consumer groups from its source to its target."""
@@ -294,18 +309,12 @@ class FailbackParams(MoveParams):
 # -- parsing ----------------------------------------------------------------------------------------
 
 def refuse_unknown(model: type[FormParams], keys: Any) -> None:
-    """Every key must be a parameter of the runbook: a misspelling is refused, never ignored."""
+    """Every key must be a parameter of the runbook: a misspelling is refused, never ignored (the wording and
+    the suggestion are the plugin API's too: `bounds.unknown_keys`)."""
     known = list(model.model_fields)
-    unknown = []
-    for key in keys:
-        if key in model.model_fields:
-            continue
-        text = key if isinstance(key, str) else str(key)
-        close = difflib.get_close_matches(text.lower(), known, n=1, cutoff=0.6) if len(text) <= 100 else []
-        unknown.append(f"unknown parameter {shown(key)}" + (f" — did you mean {close[0]!r}?" if close else ""))
-    if unknown:
-        shown_ = unknown[:5] + ([f"and {len(unknown) - 5} more"] if len(unknown) > 5 else [])
-        raise InvalidParams("; ".join(shown_), f"the parameters of this runbook are: {', '.join(known)}")
+    message = unknown_keys(keys, known)
+    if message:
+        raise InvalidParams(message, f"the parameters of this runbook are: {', '.join(known)}")
 
 
 def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
@@ -315,7 +324,10 @@ def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
                                 f"{PARAM_LIMITS.max_string}")
         limits = model.limits.get(key, PARAM_LIMITS)
         if isinstance(value, (str, bytes)) and key in model.limits:
+            # A structured parameter given as text (an offsets body): its size and nesting now, its strings,
+            # keys and integers when it is parsed (`bounds.loads`).
             limits.check_text(key, value)
+            continue
         limits.check(key, value)
 
 
@@ -373,9 +385,16 @@ def model_of(dag_id: str) -> type[FormParams] | None:
     return None
 
 
-def check_conf(dag_id: str, conf: Mapping[str, Any]) -> None:
+def check_keys(model: type[FormParams], conf: Mapping[str, Any]) -> None:
     """What can be refused about a run's conf without the topology: its sizes and its keys."""
+    if not isinstance(conf, Mapping):
+        raise InvalidParams(f"a run's conf must be a JSON object, got {shown(conf)}")
+    check_sizes(model, conf)
+    refuse_unknown(model, conf.keys())
+
+
+def check_conf(dag_id: str, conf: Mapping[str, Any]) -> None:
+    """`check_keys` for one of mirrorbook's DAGs (`mirrorbook trigger`, before anything is sent)."""
     model = model_of(dag_id)
     if model is not None:
-        check_sizes(model, conf)
-        refuse_unknown(model, conf.keys())
+        check_keys(model, conf)

@@ -36,6 +36,11 @@ def not_stopped_message(connector: str) -> str:
             f"for the specified connector by issuing a 'PUT' request to the '/connectors/{connector}/stop' endpoint")
 
 
+class UnknownInput(Refused):
+    """A query parameter or a body a mutating route does not take: refused and named, never ignored
+    (`?dry_run=true` on a route without a dry run would otherwise make the change for real)."""
+
+
 class Locked(Refused):
     """Another runbook holds the flow (one change per flow at a time)."""
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from airflow.sdk.configuration import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
@@ -16,7 +17,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
 from mirrorbook.runbooks import lock
 from mirrorbook.runbooks.engine import Runbook
-from mirrorbook.runbooks.params import parse
+from mirrorbook.runbooks.params import InvalidParams, check_keys, parse
 from mirrorbook.runbooks.report import run_report
 
 # Parameters too large to be worth an XCom copy (the audit keeps the validated run's parameters).
@@ -27,14 +28,20 @@ NOT_IN_XCOM = {"offsets"}
 class _Preflight:
     audit: AuditStore
     clients: Clients
+    topology: Any
+
+# Airflow's switch for whether a run's conf reaches its params at all. Off, Airflow drops the conf without a
+# word and the run takes the form's defaults — dry_run=false among them.
+CONF_OVERRIDES = ("core", "dag_run_conf_overrides_params")
 
 
 class ValidateParamsOperator(MirrorbookBaseOperator):
     """First task of every runbook: bad input fails here, for good, with a precise message, before any call.
 
     Every key of the run's parameters must be one the runbook knows (a misspelled `dryrun` is refused,
-    never ignored); sizes are checked before anything is parsed; what can be checked up front (the flow,
-    a snapshot to restore, whether the proofs can run where they are configured to) is."""
+    never ignored) — the keys of the run's own conf too, as sent, whatever Airflow made of it; sizes are
+    checked before anything is parsed; what can be checked up front (the flow, a snapshot to restore, a
+    groups pattern that matches nothing, whether the proofs can run where they are configured to) is."""
 
     deadline_s = 120.0
 
@@ -44,8 +51,9 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
         try:
             with rb.step("params.validate", cut(str(raw.get("flow")))) as step:
                 step.note(runbook=self.params_model.__name__)
+                self._check_conf(getattr(context["dag_run"], "conf", None) or {})
                 parsed = parse(self.params_model, raw, self.hook.topology)
-                warnings = parsed.preflight(_Preflight(rb.audit, self.hook.clients))
+                warnings = parsed.preflight(_Preflight(rb.audit, self.hook.clients, self.hook.topology))
                 check_proof_engine(parsed, self.hook.topology)
                 step.note(params=parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), warnings=warnings)
         except Refused as exc:
@@ -57,6 +65,17 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
             self.log.warning("%s", w)
         self.log.info("parameters OK: %s", parsed.model_dump(exclude=NOT_IN_XCOM))
         return {**parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), "warnings": warnings}
+
+    def _check_conf(self, conf: Any) -> None:
+        """The run's conf as sent: its keys are the runbook's, and Airflow lets it reach the params at all."""
+        check_keys(self.params_model, conf)
+        if conf and not airflow_conf.getboolean(*CONF_OVERRIDES):
+            among = " (dry_run=false among them)" if "dry_run" in self.params_model.model_fields else ""
+            raise InvalidParams(
+                f"Airflow's [{CONF_OVERRIDES[0]}] {CONF_OVERRIDES[1]} is False: the run's conf "
+                f"({', '.join(sorted(conf))}) is ignored and the run would take the form's defaults{among}; "
+                "nothing was done",
+                "set it to True (AIRFLOW__CORE__DAG_RUN_CONF_OVERRIDES_PARAMS=True), or trigger without a conf")
 
 
 class FlowLockOperator(MirrorbookBaseOperator):

@@ -17,20 +17,32 @@ from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.kafka import GroupsInactiveTrigger, ReplicationDrainedTrigger
 from mirrorbook.runbooks.checks import active_groups, drained
 from mirrorbook.runbooks.move import FLOW_STOPPED_KEY, PLAN_KEY, Move, move_for
-from mirrorbook.runbooks.params import MAX_WAIT_S
 from mirrorbook.runbooks.plan import managed_groups
 
 TRIGGER_MARGIN_S = 30
+
+
+def longest_wait_s(model: type) -> float:
+    """The `le` bound of the model's `drain_timeout` (a move's longest gate wait), read from the model itself."""
+    return float(next(m.le for m in model.model_fields["drain_timeout"].metadata if getattr(m, "le", None) is not None))
 
 
 class _MoveGateSensor(RunbookTask, BaseSensorOperator):
     def __init__(self, *, poll_s: float = 2.0, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_s)
         self.poll_s = poll_s
+        self.longest_wait_s = longest_wait_s(kwargs["params_model"])
         super().__init__(**kwargs)
 
     def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
-        return MAX_WAIT_S + 2 * TRIGGER_MARGIN_S  # the longest drain_timeout the form accepts
+        """The longest wait a run of this runbook can ask for — its model's bound on `drain_timeout` — plus the
+        trigger's margin and one poke. Each run's own bound is its `drain_timeout`: the deferral times out
+        at it (plus the margin), and so does the trigger. Airflow 3.3 applies `execution_timeout` to each
+        execution (the poke before deferring, then `execute_complete`), not to the time deferred (its task
+        runner: "TODO: handle timeout in case of deferral"); Airflow 2 also capped the deferral with it, so
+        the timeout stays no shorter than the longest wait a run may ask for, or a future Airflow would cut
+        an operator's `drain_timeout` short without a word."""
+        return self.longest_wait_s + 2 * TRIGGER_MARGIN_S
 
     def move(self, context: Any) -> Move:
         return move_for(self.runbook_params(context), self.hook.topology)

@@ -57,11 +57,11 @@ def test_the_schema_and_its_viewers_need_an_airflow_identity_and_the_schema_lead
     assert {"get", "patch", "delete"} <= set(paths["/{source}/{target}/offsets"])
     patch_body = paths["/{source}/{target}/offsets"]["patch"]["requestBody"]["content"]["application/json"]["schema"]
     assert patch_body["required"] == ["offsets"]
-    # Usable as given: every GET it lists, on a real flow, under its server URL, answers 200.
+    # Usable as given: every GET it lists, on a real flow (and a runbook of it), under its server URL, answers 200.
     with e2e.client() as api:
         for path, operations in paths.items():
             if "get" in operations:
-                url = body["servers"][0]["url"] + path.format(source=e2e.ops.alias, target="B")
+                url = body["servers"][0]["url"] + path.format(source=e2e.ops.alias, target="B", dag_id="mm2_pause_resume")
                 assert api.get(url).status_code == 200, url
 
 

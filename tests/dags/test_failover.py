@@ -256,28 +256,30 @@ def _audit_file() -> str:
 
 
 def _kill_between_write_and_outcome(proc: subprocess.Popen, admin_b: KafkaAdmin, deadline_s: float = 240.0
-                                    ) -> dict:
-    """Hold the audit store's write lock at a moment a group's intent is committed and its outcome is not:
-    the group's offsets land on B, its outcome cannot be recorded — then SIGKILL the run's process."""
+                                    ) -> dict[str, str]:
+    """Hold the audit store's write lock once the run's group writes are committed as intents (all of them,
+    in one transaction, before any call) and before any outcome is: the groups' offsets land on B, their
+    outcomes cannot be recorded — then SIGKILL the run's process. Returns intent id -> group."""
     db = sqlite3.connect(_audit_file(), timeout=60, isolation_level=None)
     end = time.monotonic() + deadline_s
     try:
         while time.monotonic() < end and proc.poll() is None:
             db.execute("BEGIN IMMEDIATE")  # the writer's lock: the run's next audit write waits on it
-            row = db.execute("SELECT event_id, expect FROM audit_intents WHERE action = 'groups.alter_offsets'"
-                             " AND run_id LIKE 'manual__%'").fetchone()
-            if row is None:
+            rows = db.execute("SELECT event_id, expect FROM audit_intents WHERE action = 'groups.alter_offsets'"
+                              " AND run_id LIKE 'manual__%'").fetchall()
+            if not rows:
                 db.execute("ROLLBACK")
                 time.sleep(0.002)
                 continue
-            expect = json.loads(row[1])
-            [(group, rows)] = expect["groups"].items()
-            want = {TP(t, p): o for t, p, o in rows}
-            eventually(lambda: admin_b.committed_offsets([group])[group] == want, timeout=20, interval=0.05)
+            wanted = {}
+            for _, expect in rows:
+                [(group, offsets)] = json.loads(expect)["groups"].items()
+                wanted[group] = {TP(t, p): o for t, p, o in offsets}
+            eventually(lambda: admin_b.committed_offsets(wanted) == wanted, timeout=20, interval=0.05)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
             db.execute("ROLLBACK")
-            return {"intent": row[0], "group": group}
+            return {event_id: json.loads(expect)["groups"].popitem()[0] for event_id, expect in rows}
         raise AssertionError(f"the run never had a write in flight (exit code {proc.poll()})")
     finally:
         if db.in_transaction:
@@ -305,11 +307,10 @@ def test_a_run_killed_between_a_write_and_its_audit_record_is_settled_and_its_lo
                             cwd=REPO, env=os.environ, start_new_session=True,
                             stdout=(tmp_path / "killed.log").open("w"), stderr=subprocess.STDOUT)
     killed = _kill_between_write_and_outcome(proc, admin_b)
-    [intent] = audit.open_intents(flows=["A->B"])
-    assert intent.event_id == killed["intent"]
-    dead = intent.run_id
-    assert [e.result for e in audit.events(run_id=dead, action="groups.alter_offsets")
-            if e.request.path.endswith("/" + killed["group"])] == ["intent"]  # the write landed; no outcome
+    open_ = audit.open_intents(flows=["A->B"])
+    assert {i.event_id for i in open_} == set(killed) and sorted(killed.values()) == sorted(groups)
+    [dead] = {i.run_id for i in open_}
+    assert [e.result for e in audit.events(run_id=dead, action="groups.alter_offsets")] == ["intent"] * len(groups)
 
     # The dead run still holds A->B and Airflow still calls it running: a new run is refused, changing nothing.
     refused = run_dag("mm2_failover", _conf(tag))
@@ -326,10 +327,11 @@ def test_a_run_killed_between_a_write_and_its_audit_record_is_settled_and_its_lo
     assert all("its DAG run of mm2_failover is failed" in t.details["reason"] for t in takeovers), [t.details for t in takeovers]
     # Settled before anything else: the reconciliation precedes the run's first mutating call.
     trail = run.events()
-    settled = [e for e in trail if e.details.get("intent") == killed["intent"]]
-    assert [(e.result, e.details["reconciled"], e.details["of_run"]) for e in settled] == [("ok", "applied", dead)]
-    first_change = next(e for e in trail if e.mutating and e.result == "intent")
-    assert settled[0].seq < first_change.seq
+    settled = [e for e in trail if e.details.get("intent") in killed]
+    assert sorted(e.details["intent"] for e in settled) == sorted(killed)  # each in-flight write, once
+    assert {(e.result, e.details["reconciled"], e.details["of_run"]) for e in settled} == {("ok", "applied", dead)}
+    first_change = next((e for e in trail if e.mutating and e.result == "intent"), None)
+    assert first_change is None or max(e.seq for e in settled) < first_change.seq
     assert audit.open_intents(flows=["A->B"]) == []
     # Every group written appears exactly once as applied, across both runs.
     applied = [e.request.path.rsplit("/", 1)[-1] for r in (dead, run.run_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterator
 
-from sqlalchemy import Connection, Row, Select, and_, func, select
+from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
 
 from mirrorbook.audit import schema
 from mirrorbook.audit.codec import format_time, loads, lookup, new_id, parse_time, stored_row, utcnow
@@ -25,7 +25,7 @@ def event_row(event: AuditEvent) -> dict[str, Any]:
 
 def append(conn: Connection, event: AuditEvent) -> AuditRecord:
     """Link `event` to the head and move the head. `conn` must hold the write lock (Database.write)."""
-    current = conn.execute(select(schema.head).where(schema.head.c.id == schema.HEAD_ID)).first()
+    current = conn.execute(_HEAD).first()
     if current is None:
         raise AuditIntegrityError("the audit head row is missing, so nothing can be appended safely",
                                   "run `mirrorbook audit verify` and investigate who deleted it")
@@ -33,10 +33,17 @@ def append(conn: Connection, event: AuditEvent) -> AuditRecord:
     row["seq"] = current.count + 1
     row["prev_hash"] = current.hash
     row["hash"] = event_hash(row, current.hash)
-    conn.execute(schema.events.insert().values(**row))
-    conn.execute(schema.head.update().where(schema.head.c.id == schema.HEAD_ID)
-                 .values(count=row["seq"], hash=row["hash"], updated_at=row["ended_at"]))
+    conn.execute(_INSERT_EVENT, row)
+    conn.execute(_MOVE_HEAD, {"new_count": row["seq"], "new_hash": row["hash"], "new_updated_at": row["ended_at"]})
     return to_record(row)
+
+
+# Built once, with their values as parameters: a statement built per event with its values inlined is
+# compiled per event (SQLAlchemy's cache key covers the literals), which cost more than the insert itself.
+_HEAD = select(schema.head).where(schema.head.c.id == schema.HEAD_ID)
+_INSERT_EVENT = schema.events.insert()
+_MOVE_HEAD = (schema.head.update().where(schema.head.c.id == schema.HEAD_ID)
+              .values(count=bindparam("new_count"), hash=bindparam("new_hash"), updated_at=bindparam("new_updated_at")))
 
 
 def to_record(row: Row[Any] | dict[str, Any]) -> AuditRecord:

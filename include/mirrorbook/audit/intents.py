@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, or_, select
+from sqlalchemy import Connection, Select, and_, bindparam, or_, select
 
 from mirrorbook.audit import schema
 from mirrorbook.audit.codec import loads, parse_time, stored, stored_row
@@ -16,14 +16,17 @@ _c = schema.intents.c
 
 
 def insert(conn: Connection, intent: AuditRecord, expect: dict[str, Any]) -> None:
-    conn.execute(schema.intents.insert().values(**stored_row(schema.intents, {
+    conn.execute(schema.intents.insert(), stored_row(schema.intents, {
         "event_id": intent.event_id, "flow": intent.flow, "run_id": intent.run_id or "", "task_id": intent.task_id,
-        "action": intent.action, "expect": expect, "created_at": intent.started_at})))
+        "action": intent.action, "expect": expect, "created_at": intent.started_at}))
 
 
 def delete(conn: Connection, event_id: str) -> bool:
     """Close the intent; False when it was closed already (another attempt recorded its outcome)."""
-    return conn.execute(schema.intents.delete().where(_c.event_id == event_id)).rowcount > 0
+    return conn.execute(_DELETE, {"closing": event_id}).rowcount > 0
+
+
+_DELETE = schema.intents.delete().where(_c.event_id == bindparam("closing"))  # built once (see chain._INSERT_EVENT)
 
 
 def query(run_id: str | None, task_id: str | None, flows: list[str] | None) -> Select[Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import getpass
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import select
 
@@ -56,8 +56,12 @@ class AuditStore:
     def append(self, event: AuditEvent) -> AuditRecord:
         """Redact, escape and bound `event`, link it to the chain head and store it; returns it as stored
         (with seq and hashes)."""
+        return self.append_all([event])[0]
+
+    def append_all(self, events: Sequence[AuditEvent]) -> list[AuditRecord]:
+        """`append` for many events in one transaction (one commit — its fsync is what an event costs)."""
         with self._db.write() as conn:
-            return chain.append(conn, event)
+            return [chain.append(conn, event) for event in events]
 
     def record(self, **fields: Any) -> AuditRecord:
         """`append(AuditEvent(**fields))`."""
@@ -67,19 +71,31 @@ class AuditStore:
     def begin_intent(self, event: AuditEvent, expect: dict[str, Any]) -> AuditRecord:
         """Record a mutating call before it is made (`event.result == "intent"`) and keep it open, with
         `expect` — what the call leaves in place — until `close_intent` records its outcome."""
+        return self.begin_intents([(event, expect)])[0]
+
+    def begin_intents(self, calls: Sequence[tuple[AuditEvent, dict[str, Any]]]) -> list[AuditRecord]:
+        """`begin_intent` for many calls in one transaction: all are on record before any is made."""
         with self._db.write() as conn:
-            record = chain.append(conn, event)
-            intents.insert(conn, record, expect)
-            return record
+            records = []
+            for event, expect in calls:
+                record = chain.append(conn, event)
+                intents.insert(conn, record, expect)
+                records.append(record)
+            return records
 
     def close_intent(self, intent_id: str, outcome: AuditEvent) -> AuditRecord | None:
         """Record the outcome of an open intent (linked by `details.intent`) and close it, in one transaction.
         None when the intent was closed already: its outcome is on record once, never twice."""
-        outcome = outcome.model_copy(update={"details": {**outcome.details, "intent": intent_id}})
+        return self.close_intents([(intent_id, outcome)])[0]
+
+    def close_intents(self, outcomes: Sequence[tuple[str, AuditEvent]]) -> list[AuditRecord | None]:
+        """`close_intent` for many intents in one transaction."""
         with self._db.write() as conn:
-            if not intents.delete(conn, intent_id):
-                return None
-            return chain.append(conn, outcome)
+            closed: list[AuditRecord | None] = []
+            for intent_id, outcome in outcomes:
+                outcome = outcome.model_copy(update={"details": {**outcome.details, "intent": intent_id}})
+                closed.append(chain.append(conn, outcome) if intents.delete(conn, intent_id) else None)
+            return closed
 
     def open_intents(self, run_id: str | None = None, task_id: str | None = None,
                      flows: list[str] | None = None) -> list[OpenIntent]:

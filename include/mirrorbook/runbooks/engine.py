@@ -9,9 +9,11 @@ run — records it as planned with the precondition it checked, and performs not
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -75,6 +77,33 @@ def summarize_body(body: Any, limit: int = 5) -> dict[str, Any] | None:
     return {"value": str(body)[:200]}
 
 
+@dataclass(frozen=True)
+class Mutation:
+    """One mutating call, as `Step.mutate_all` takes it (see `Step.mutate` for the fields)."""
+
+    action: str
+    do: Callable[[], Any]
+    method: str
+    path: str
+    precondition: str
+    expect: BaseModel
+    body: Any = None
+
+
+def _perform(calls: Sequence[Callable[[], Any]], concurrency: int) -> list[tuple[bool, Any]]:
+    """Run every call, up to `concurrency` at once: (True, result) or (False, the exception) each, in order."""
+    def attempt(do: Callable[[], Any]) -> tuple[bool, Any]:
+        try:
+            return True, do()
+        except Exception as exc:  # recorded as the call's outcome and raised by the caller
+            return False, exc
+
+    if concurrency <= 1 or len(calls) == 1:
+        return [attempt(do) for do in calls]
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(calls)), thread_name_prefix="mutate") as pool:
+        return list(pool.map(attempt, calls))
+
+
 class Step:
     def __init__(self, rb: "Runbook", action: str, flow: str | None) -> None:
         self.rb, self.action, self.flow = rb, action, flow
@@ -104,35 +133,52 @@ class Step:
         Write-ahead: the intent (the call, its precondition, its snapshot link, and `expect` — what the call
         leaves in place, see runbooks/intents.py) is committed before the call is made, its outcome after.
         A process killed in between leaves the intent open for the next attempt to check and record."""
-        summary = summarize_body(body)
-        request = RequestSummary(method=method, path=path, body=summary)
+        return self.mutate_all([Mutation(action, do, method=method, path=path, body=body,
+                                         precondition=precondition, expect=expect)])[0]
+
+    def mutate_all(self, calls: Sequence[Mutation], *, concurrency: int = 1) -> list[Any]:
+        """`mutate` for independent calls (one per consumer group, say), side by side up to `concurrency`.
+
+        Every intent is committed, in one transaction, before any call is made, and every outcome after all
+        of them, in one more — a commit's fsync, not the call, is what a thousand small writes cost. Every
+        call is attempted; a failure is raised (the first, in the calls' order) once all outcomes are on
+        record. Returns each call's result, in order (all None in a dry run)."""
+        if not calls:
+            return []
+        requests = [RequestSummary(method=c.method, path=c.path, body=summarize_body(c.body)) for c in calls]
         if self.rb.dry_run:
-            planned = PlannedCall(action=action, method=method, path=path, body=summary, precondition=precondition)
-            self.outcome.planned.append(planned)
-            self.rb._event(action=action, kind="call", result="planned", mutating=True, flow=self.flow,
-                           request=request, details={"precondition": precondition})
-            log.info("[dry run] would %s", planned.describe())
-            return None
+            planned = [PlannedCall(action=c.action, method=c.method, path=c.path, body=r.body,
+                                   precondition=c.precondition) for c, r in zip(calls, requests)]
+            self.outcome.planned.extend(planned)
+            self.rb.audit.append_all([self.rb.event(action=c.action, kind="call", result="planned", mutating=True,
+                                                    flow=self.flow, request=r,
+                                                    details={"precondition": c.precondition})
+                                      for c, r in zip(calls, requests)])
+            for p in planned:
+                log.info("[dry run] would %s", p.describe())
+            return [None] * len(calls)
         started = _now()
-        intent = self.rb.audit.begin_intent(
-            self.rb.event(action=action, kind="call", result="intent", mutating=True, flow=self.flow,
-                          request=request, started_at=started, snapshot_id=self.outcome.snapshot_id,
-                          details={"precondition": precondition}),
-            expect.model_dump(mode="json"))
-        try:
-            out = do()
-        except Exception as exc:
-            status = exc.status if isinstance(exc, ConnectError) else None
-            self.rb.audit.close_intent(intent.event_id, self.rb.event(
-                action=action, kind="call", result="error", mutating=True, flow=self.flow,
-                request=request.model_copy(update={"status": status}), error=str(exc), started_at=started,
-                details={"precondition": precondition}))
-            raise
-        self.outcome.mutations += 1
-        self.rb.audit.close_intent(intent.event_id, self.rb.event(
-            action=action, kind="call", result="ok", mutating=True, flow=self.flow, request=request,
-            started_at=started, snapshot_id=self.outcome.snapshot_id, details={"precondition": precondition}))
-        return out
+        intents = self.rb.audit.begin_intents([
+            (self.rb.event(action=c.action, kind="call", result="intent", mutating=True, flow=self.flow, request=r,
+                           started_at=started, snapshot_id=self.outcome.snapshot_id,
+                           details={"precondition": c.precondition}), c.expect.model_dump(mode="json"))
+            for c, r in zip(calls, requests)])
+        results = _perform([c.do for c in calls], concurrency)
+        self.rb.audit.close_intents([
+            (intent.event_id, self.rb.event(
+                action=c.action, kind="call", result="ok" if ok else "error", mutating=True, flow=self.flow,
+                request=r if ok else r.model_copy(update={"status": getattr(out, "status", None)
+                                                          if isinstance(out, ConnectError) else None}),
+                error=None if ok else str(out), started_at=started,
+                snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
+            for intent, c, r, (ok, out) in zip(intents, calls, requests, results)])
+        self.outcome.mutations += sum(ok for ok, _ in results)
+        failed = [out for ok, out in results if not ok]
+        for exc in failed[1:]:
+            log.error("%s also failed: %s", self.action, exc)
+        if failed:
+            raise failed[0]
+        return [out for _, out in results]
 
     def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str,
                 expect: BaseModel) -> T | None:

@@ -29,7 +29,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
-from mirrorbook.runbooks.engine import GateRefused, Runbook, StepOutcome
+from mirrorbook.runbooks.engine import GateRefused, Mutation, Runbook, StepOutcome
 from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, TranslationPlan, managed_groups
@@ -252,8 +252,14 @@ def _alter(admin: KafkaAdmin, group: str, offsets: dict[TP, int]) -> dict[str, s
     return {str(tp): "OK" for tp in result}
 
 
+# Groups written side by side: each is its own call to its own coordinator, so a thousand groups cost about
+# a thousand round trips / this, not a thousand in a row (each call re-checks its group is still idle).
+GROUP_WRITES_AT_ONCE = 16
+
+
 def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPlan) -> StepOutcome:
-    """Snapshot, then write only what differs, one group per call; active groups stop everything first."""
+    """Snapshot, then write only what differs, one group per call (side by side); active groups stop
+    everything first."""
     with rb.step(f"{move.direction}.write_offsets", move.flow.name) as step:
         admin = clients.admin(plan.to_cluster)
         wanted = plan.offsets()
@@ -272,13 +278,13 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPl
                           {"cluster": plan.to_cluster, "groups": {g: {str(tp): o for tp, o in sorted(c.items())}
                                                                   for g, c in current.items() if g in wanted}},
                           note=f"committed offsets on {plan.to_cluster} before the {move.direction}")
-        for g in sorted(diff):
-            sample = {str(tp): o for tp, o in list(sorted(diff[g].items()))[:5]}
-            step.mutate("groups.alter_offsets", lambda g=g: _alter(admin, g, diff[g]),
-                        method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
-                        body={"partitions": len(diff[g]), "offsets": sample},
-                        precondition=f"group {g} is {info[g].state} with no members on {plan.to_cluster}",
-                        expect=GroupOffsets.of(plan.to_cluster, {g: diff[g]}))
+        step.mutate_all([Mutation("groups.alter_offsets", lambda g=g: _alter(admin, g, diff[g]),
+                                  method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
+                                  body={"partitions": len(diff[g]),
+                                        "offsets": {str(tp): o for tp, o in sorted(diff[g].items())[:5]}},
+                                  precondition=f"group {g} is {info[g].state} with no members on {plan.to_cluster}",
+                                  expect=GroupOffsets.of(plan.to_cluster, {g: diff[g]}))
+                         for g in sorted(diff)], concurrency=GROUP_WRITES_AT_ONCE)
         _mark(rb, "written_at")
         step.settle({"written_groups": sorted(diff)})
     return step.outcome

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, Select, and_, select
 
 from mirrorbook.audit import schema
-from mirrorbook.audit.codec import format_time, loads, lookup, parse_time, stored, stored_row, utcnow
+from mirrorbook.audit.codec import dumps, format_time, loads, lookup, parse_time, stored, stored_row, utcnow
 from mirrorbook.audit.models import Artifact, GroupPosition, MetricsSample
 
 _p, _m, _a = schema.run_progress.c, schema.flow_metrics.c, schema.artifacts.c
@@ -38,8 +38,12 @@ def insert_metrics(conn: Connection, flow: str, observed_at: datetime, metrics: 
 
 
 def metrics_query(flow: str, since: datetime | None, until: datetime | None, limit: int | None,
-                  newest_first: bool) -> Select[Any]:
+                  newest_first: bool, source: str | None = None) -> Select[Any]:
     conds = [lookup(_m.flow, flow)]
+    if source is not None:
+        # The JSON is canonical text (codec.dumps): the key and its value appear exactly so. Callers check the
+        # parsed sample too — the text could sit deeper in the JSON.
+        conds.append(_m.metrics.contains(f'"source":{dumps(source)}', autoescape=True))
     if since is not None:
         conds.append(_m.observed_at >= format_time(since))
     if until is not None:

@@ -22,9 +22,13 @@ from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.workload import produce
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
+from mirrorbook.reports.drill_report import DrillSummary, render_html
 from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.runbooks.failover import rpo_lower_bound
 from mirrorbook.runbooks.health import HealthParams, HealthReport, run_health_check
 from mirrorbook.runbooks.health.results import known_loss
+from mirrorbook.runbooks.move_report import move_report, render_report
+from mirrorbook.runbooks.plan import TranslationPlan
 from tests.conftest import ScratchFlow
 from tests.dags.conftest import Webhook
 from tests.helpers import eventually, set_topic_config, wait_mirrored
@@ -117,6 +121,19 @@ def test_records_deleted_before_mm2_read_them_are_data_loss_counted_exactly_and_
     assert later.flows[0].loss.total() == 14 and later.flows[0].loss.gaps == []
     known = known_loss(audit, s.flow.name)
     assert (known["records"], known["data_loss"], known["target_reset"]) == (14, 14, 0)
+
+    # The reports say it: an unplanned failover's RPO, any move's report, the drill's.
+    bound = rpo_lower_bound(audit, Clients(TopologyResolver(s.topology)), s.flow)
+    assert (bound["known_lost"]["records"], bound["known_lost"]["data_loss"]) == (14, 14)
+    plan = TranslationPlan(flow=s.flow.name, direction="failover", mode="unplanned", translation="mm2",
+                           from_cluster=s.alias, to_cluster="B", groups=[], rows=[])
+    text = render_report(move_report(Runbook(RunInfo(run_id="r"), audit, dry_run=True), plan, None, {"rpo": bound}))
+    assert (f"known loss on {s.flow.name} (health check, as of {known['sampled_at']}): 14 record(s) — 14 deleted "
+            "from the source before MM2 replicated them (DATA_LOSS), 0 copies gone from the target") in text
+    assert "RPO: besides, 14 record(s) known lost before the failover (health check" in text
+    drill = DrillSummary(run_id="d", flow=s.flow.name, from_cluster=s.alias, to_cluster="B", translation="precise",
+                         finished_at=datetime.now(timezone.utc), known_loss=known)
+    assert "14 deleted from the source before MM2 replicated them (DATA_LOSS)" in render_html(drill, "d.json")
 
 
 def test_a_mirrored_topic_recreated_on_the_target_is_a_target_reset_reported_once(

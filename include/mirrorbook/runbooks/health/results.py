@@ -30,13 +30,25 @@ def known_loss(audit: AuditStore, flow: str) -> dict[str, Any] | None:
     if sample is None:
         return None
     loss = FlowLoss.from_sample(sample.metrics)
-    return {"flow": flow, "sampled_at": sample.observed_at.isoformat(), "records": loss.total(),
+    known = {"flow": flow, "sampled_at": sample.observed_at.isoformat(), "records": loss.total(),
             "data_loss": loss.total("data_loss"), "target_reset": loss.total("target_reset"),
             "partitions": [r.model_dump(mode="json") for r in loss.ledger],
             "gaps_now": [g.model_dump() | {"records": g.records} for g in loss.gaps],
             "basis": "the health check's ledger of records deleted from the source before MM2 replicated them "
                      "(DATA_LOSS) and of copies gone from the target by a truncated or re-created topic "
                      "(TARGET_RESET), as of its sample at " + sample.observed_at.isoformat()}
+    return known | {"text": _render_known_loss(known)}
+
+
+def _render_known_loss(known: dict[str, Any]) -> str:
+    """`known_loss` in one line, as reports show it."""
+    if not known["records"] and not known["gaps_now"]:
+        return f"known loss on {known['flow']}: none (health check, as of {known['sampled_at']})"
+    parts = ", ".join(f"{r['topic']}-{r['partition']} {r['records']} ({r['cause']})" for r in known["partitions"][:10])
+    return (f"known loss on {known['flow']} (health check, as of {known['sampled_at']}): {known['records']} record(s) — "
+            f"{known['data_loss']} deleted from the source before MM2 replicated them (DATA_LOSS), "
+            f"{known['target_reset']} copies gone from the target (TARGET_RESET)" + (f": {parts}" if parts else "")
+            + (f"; a gap still open on {len(known['gaps_now'])} partition(s)" if known["gaps_now"] else ""))
 
 
 class GroupCheckpointHealth(BaseModel):

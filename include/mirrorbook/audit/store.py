@@ -249,6 +249,17 @@ class AuditStore:
         found = self.metrics(flow, limit=1, source=source)
         return found[0] if found else None
 
+    # -- run results ----------------------------------------------------------------------------
+    def record_run_result(self, dag_id: str, run_id: str, result: str) -> None:
+        """How a run ended (`success`, `failed`, `dry_run`), appended by its last task."""
+        with self._db.write() as conn:
+            history.insert_run_result(conn, dag_id, run_id, result)
+
+    def run_result_counts(self) -> dict[tuple[str, str], int]:
+        """Completed runs per (DAG, result), over the whole store."""
+        with self._db.read() as conn:
+            return history.run_result_counts(conn)
+
     # -- readiness positions --------------------------------------------------------------------
     def positions(self, flow: str) -> list[GroupPosition]:
         """The flow's readiness positions (see schema.positions)."""

@@ -108,6 +108,10 @@ class Run:
     def mutating_calls(self) -> int:
         return self.audit.count_mutating(self.run_id)
 
+    def recorded_result(self) -> str | None:
+        """How the run's last task recorded its end in the audit store (what runs_total counts)."""
+        return self.audit.run_result(self.run_id)
+
     def report(self) -> dict[str, Any]:
         """The failover/failback report the run's report task stored (as an audit artifact)."""
         arts = [a for a in self.audit.artifacts(run_id=self.run_id) if a.kind.endswith("-report")]

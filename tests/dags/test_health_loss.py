@@ -101,6 +101,7 @@ def test_records_deleted_before_mm2_read_them_are_data_loss_counted_exactly_and_
         wait_for(c, source, "RUNNING", timeout_s=60, min_tasks=1)
     red = run_dag("mm2_health_check", {"flows": re.escape(s.flow.name), "readiness": False})
     assert red.state == "failed", red.task_states()
+    assert red.recorded_result() == "failed"
     [alert] = webhook.received
     assert f"flow {s.flow.name}: DATA_LOSS — 14 record(s) were deleted from {s.alias}" in alert["message"]
     assert f"{s.topic}-0 3 (offsets 14..16)" not in alert["message"]  # the gap shows whole: 10..16, counted once

@@ -85,6 +85,11 @@ def insert_run_result(conn: Connection, dag_id: str, run_id: str, result: str) -
         "dag_id": dag_id, "run_id": run_id, "result": result, "ended_at": utcnow()})))
 
 
+def run_result(conn: Connection, run_id: str) -> str | None:
+    row = conn.execute(select(_r.result).where(lookup(_r.run_id, run_id)).order_by(_r.id.desc()).limit(1)).first()
+    return None if row is None else str(row.result)
+
+
 def run_result_counts(conn: Connection) -> dict[tuple[str, str], int]:
     rows = conn.execute(select(_r.dag_id, _r.result, func.count()).group_by(_r.dag_id, _r.result))
     return {(r[0], r[1]): int(r[2]) for r in rows}

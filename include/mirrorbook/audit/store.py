@@ -255,6 +255,11 @@ class AuditStore:
         with self._db.write() as conn:
             history.insert_run_result(conn, dag_id, run_id, result)
 
+    def run_result(self, run_id: str) -> str | None:
+        """How the run ended when it last ended (None: it has not)."""
+        with self._db.read() as conn:
+            return history.run_result(conn, run_id)
+
     def run_result_counts(self) -> dict[tuple[str, str], int]:
         """Completed runs per (DAG, result), over the whole store."""
         with self._db.read() as conn:

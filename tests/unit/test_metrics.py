@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorbook.audit import AuditStore
@@ -132,6 +134,13 @@ def test_an_empty_store_serves_every_family_and_openmetrics_on_request(audit: Au
     assert series_names() == typed
     om, content_type = exposition(TOPOLOGY, audit, "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text") and om.decode().endswith("# EOF\n")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(accept=st.text(max_size=300))
+def test_any_accept_header_gets_one_of_the_two_formats(audit: AuditStore, accept: str):
+    body, content_type = exposition(TOPOLOGY, audit, accept)
+    assert content_type.split(";")[0] in ("text/plain", "application/openmetrics-text") and b"mirrorbook_flow_state" in body
 
 
 # -- the shipped dashboard -------------------------------------------------------------------------------

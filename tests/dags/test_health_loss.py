@@ -131,7 +131,7 @@ def test_records_deleted_before_mm2_read_them_are_data_loss_counted_exactly_and_
     text = render_report(move_report(Runbook(RunInfo(run_id="r"), audit, dry_run=True), plan, None, {"rpo": bound}))
     assert (f"known loss on {s.flow.name} (health check, as of {known['sampled_at']}): 14 record(s) — 14 deleted "
             "from the source before MM2 replicated them (DATA_LOSS), 0 copies gone from the target") in text
-    assert "RPO: besides, 14 record(s) known lost before the failover (health check" in text
+    assert "RPO: besides, 14 record(s) known lost before the failover (health check, as of " in text
     drill = DrillSummary(run_id="d", flow=s.flow.name, from_cluster=s.alias, to_cluster="B", translation="precise",
                          finished_at=datetime.now(timezone.utc), known_loss=known)
     assert "14 deleted from the source before MM2 replicated them (DATA_LOSS)" in render_html(drill, "d.json")

@@ -11,7 +11,7 @@ from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.plan import TranslationPlan
-from mirrorbook.runbooks.rpo import render_exact
+from mirrorbook.runbooks.rpo import render_exact, render_known_lost
 from mirrorbook.runbooks.standing import SoFar, so_far
 from mirrorbook.topology import FlowSpec
 
@@ -89,10 +89,8 @@ def render_report(report: dict[str, Any]) -> str:
         of = f" of failover run {rpo['failover_run_id']}" if back else ""
         lines.append(f"  RPO{of}: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
                      f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
-        if rpo.get("known_lost"):
-            lines.append(f"  RPO{of}: besides, {rpo['known_lost']['records']} record(s) known lost before the failover "
-                         f"(health check, as of {rpo['known_lost']['sampled_at']}): gone from the target whatever "
-                         "the figures above")
+        if (known := render_known_lost(rpo)) is not None:
+            lines.append(f"  RPO{of}: {known}")
         if "exact" in rpo:
             lines.append(f"  RPO{of}, {render_exact(rpo['exact'], report.get('to_cluster' if back else 'from_cluster'))}")
     if report.get("known_loss") is not None:

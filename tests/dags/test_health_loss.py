@@ -7,6 +7,7 @@ metrics export."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -44,6 +45,17 @@ def _pass(scratch: ScratchFlow, audit: AuditStore) -> HealthReport:
     return run_health_check(clients, scratch.topology, [scratch.flow], params, audit, rb)
 
 
+def _green(scratch: ScratchFlow, audit: AuditStore, timeout_s: float = 60.0) -> HealthReport:
+    """Passes until one is green: a new flow's heartbeats and tasks take a moment on a loaded machine."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        report = _pass(scratch, audit)
+        if report.ok:
+            return report
+        assert time.monotonic() < deadline, report.message()
+        time.sleep(1.0)
+
+
 def _replicated(topology: Any, flow: str, topic: str) -> dict[int, int]:
     offsets = Clients(TopologyResolver(topology)).replication(topology.flow(flow)).replicated_offsets()
     return {tp.partition: o for tp, o in offsets.items() if tp.topic == topic}
@@ -75,7 +87,7 @@ def test_records_deleted_before_mm2_read_them_are_data_loss_counted_exactly_and_
     produce(admin_a.bootstrap, [s.topic], 10)
     wait_mirrored(admin_a, admin_b, s.topic, s.remote)
     _wait_replicated(s, admin_a, s.flow.name)
-    assert _pass(s, audit).ok
+    _green(s, audit)
 
     with ConnectClient(connect_b_url) as c:
         c.stop(source)
@@ -117,8 +129,7 @@ def test_records_deleted_before_mm2_read_them_are_data_loss_counted_exactly_and_
 
     produce(admin_a.bootstrap, [s.topic], 3)  # MM2 reads on from the log start: the gap closes
     _wait_replicated(s, admin_a, s.flow.name)
-    later = _pass(s, audit)
-    assert later.ok, later.message()
+    later = _green(s, audit)  # the check is green again; the count is kept
     assert later.flows[0].loss.total() == 14 and later.flows[0].loss.gaps == []
     known = known_loss(audit, s.flow.name)
     assert (known["records"], known["data_loss"], known["target_reset"]) == (14, 14, 0)
@@ -142,7 +153,7 @@ def test_a_mirrored_topic_recreated_on_the_target_is_a_target_reset_reported_onc
     s = dag_scratch
     produce(admin_a.bootstrap, [s.topic], 5)
     wait_mirrored(admin_a, admin_b, s.topic, s.remote)
-    assert _pass(s, audit).ok  # the sample keeps the remote topic's id and offsets
+    _green(s, audit)  # the sample keeps the remote topic's id and offsets
 
     before = admin_b.topic_ids([s.remote])[s.remote]
     for fut in admin_b.client.delete_topics([s.remote]).values():

@@ -143,6 +143,15 @@ def test_any_accept_header_gets_one_of_the_two_formats(audit: AuditStore, accept
     assert content_type.split(";")[0] in ("text/plain", "application/openmetrics-text") and b"mirrorbook_flow_state" in body
 
 
+@settings(max_examples=300, deadline=None)
+@given(given_token=st.text(max_size=80), expected=st.text(min_size=1, max_size=80))
+def test_the_scrape_token_matches_only_itself(given_token: str, expected: str):
+    from mirrorbook.airflow.api.auth import same_secret
+
+    assert same_secret(given_token, expected) is (given_token == expected)
+    assert same_secret(expected, expected) and not same_secret(expected + "x", expected)
+
+
 # -- the shipped dashboard -------------------------------------------------------------------------------
 
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or",

@@ -28,7 +28,7 @@ from bench_stack import throwaway_stack
 
 ALIASES = ("C", "D", "E", "F", "G")
 COUNTED_ADMIN_CALLS = {"list_topics", "list_offsets", "list_consumer_groups", "describe_consumer_groups",
-                       "describe_configs"}
+                       "describe_configs", "describe_topics"}
 
 
 class Tally:

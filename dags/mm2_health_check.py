@@ -13,11 +13,15 @@ or `none` for manual runs only). For every flow of the topology (or those matchi
 * **checkpoint age** per managed group — now minus its newest checkpoint; a group fails the check only when
   its committed offsets moved past that checkpoint and no newer one came for `max_checkpoint_age_s`
   (MM2 emits checkpoints only when offsets change: an idle group is not a fault);
-* **replication hops** from the source, by the target's heartbeat topics.
+* **replication hops** from the source, by the target's heartbeat topics;
+* **lost records**: `DATA_LOSS` when the source connector's next offset is below a source partition's log
+  start (retention or delete-records took records MM2 had not read), `TARGET_RESET` when a mirrored topic on
+  the target was truncated, re-created or deleted since the previous check — each fails the check, and the
+  records lost so far are kept per partition (`mirrorbook_flow_records_lost_total` at `/mirrorbook/metrics`).
 
 Connect and the clusters are asked concurrently; MM2's topics are read once per target cluster.
 Each run stores one metrics sample per flow in the audit store (the unplanned failover's RPO
-estimate reads it). A crossed threshold fails the run with a message naming the flow and the figure,
+estimate and the plugin's `/mirrorbook/metrics` read it). A crossed threshold fails the run with a message naming the flow and the figure,
 and the alert notifier logs it and POSTs it to `MIRRORBOOK_ALERT_WEBHOOK_URL` when set.
 """
 

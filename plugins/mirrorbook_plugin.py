@@ -2,7 +2,8 @@
 
 Served by Airflow's API server under /mirrorbook (`GET /mirrorbook/`, `/mirrorbook/{source}/{target}`…,
 its schema at /mirrorbook/openapi.json, /docs, /redoc; the pages at /mirrorbook/page, linked from the UI's
-Browse menu, and /mirrorbook/page/flows/{source}/{target}), every route behind Airflow's authentication.
+Browse menu, and /mirrorbook/page/flows/{source}/{target}; Prometheus metrics at /mirrorbook/metrics), every
+route behind Airflow's authentication (the metrics also behind the scrape token MIRRORBOOK_METRICS_TOKEN).
 The code lives in the installed library (`mirrorbook.airflow.api`); this file only registers it.
 """
 

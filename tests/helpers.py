@@ -45,6 +45,17 @@ def wait_mirrored(admin_src: KafkaAdmin, admin_dst: KafkaAdmin, topic: str, remo
     return eventually(caught_up, timeout=timeout, what=f"{topic} mirrored to {remote}")
 
 
+def set_topic_config(bootstrap: str, topic: str, key: str, value: str | None) -> None:
+    """Set one config of a topic (None: delete it, back to the broker's default)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry(key, value, incremental_operation=op)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the futures resolve
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result()
+
+
 def seqs(bootstrap: str, tp: TP, start: int, end: int) -> list[int]:
     """The workload sequence numbers a consumer positioned at `start` reads up to `end`."""
     return [json.loads(m.value())["seq"] for m in read_ranges(bootstrap, {tp: (start, end)})]

@@ -39,6 +39,28 @@ def test_metrics_history_newest_first(store: AuditStore) -> None:
     assert store.latest_metrics("C->D") is None
 
 
+def test_the_latest_sample_of_a_source_passes_over_newer_ones_of_another(store: AuditStore) -> None:
+    store.record_metrics("A->B", T0, {"source": "mm2_health_check", "lag": 1})
+    for i in range(3):  # a drill samples every second; one of its samples quotes the other source deeper down
+        store.record_metrics("A->B", T0 + timedelta(seconds=i + 1), {"source": "dr_drill", "lag": 10 + i,
+                                                                     "of": {"source": "mm2_health_check"}})
+    store.record_metrics("B->A", T0 + timedelta(minutes=1), {"source": "mm2_health_check", "lag": 99})
+    assert store.latest_metrics("A->B", source="mm2_health_check").metrics["lag"] == 1
+    assert store.latest_metrics("A->B", source="dr_drill").metrics["lag"] == 12
+    assert store.latest_metrics("A->B", source="mm2%check") is None  # LIKE's wildcards are literal here
+    assert [m.metrics["lag"] for m in store.metrics("A->B", source="mm2_health_check")] == [1]
+
+
+def test_run_results_count_every_end_and_say_each_runs_last(store: AuditStore) -> None:
+    store.record_run_result("mm2_failover", "r1", "failed")
+    store.record_run_result("mm2_failover", "r1", "success")  # cleared and run again: a second end
+    store.record_run_result("mm2_health_check", "h1", "success")
+    assert store.run_result("r1") == "success" and store.run_result("nope") is None
+    assert store.run_result_counts() == {("mm2_failover", "failed"): 1, ("mm2_failover", "success"): 1,
+                                         ("mm2_health_check", "success"): 1}
+    assert store.events() == []  # outside the chain, like the metrics history
+
+
 def test_artifacts(store: AuditStore) -> None:
     a = store.record_artifact("drill.report", "r1", "/reports/r1.html", {"rto_s": 12.5, "skipped": 0})
     store.record_artifact("offsets.list", "r2", "/artifacts/A--B.MirrorSourceConnector.json", {"partitions": 3})

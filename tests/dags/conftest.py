@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -106,6 +108,10 @@ class Run:
     def mutating_calls(self) -> int:
         return self.audit.count_mutating(self.run_id)
 
+    def recorded_result(self) -> str | None:
+        """How the run's last task recorded its end in the audit store (what runs_total counts)."""
+        return self.audit.run_result(self.run_id)
+
     def report(self) -> dict[str, Any]:
         """The failover/failback report the run's report task stored (as an audit artifact)."""
         arts = [a for a in self.audit.artifacts(run_id=self.run_id) if a.kind.endswith("-report")]
@@ -144,3 +150,39 @@ def dag_scratch(scratch_flow: ScratchFlow, use_topology) -> Iterator[ScratchFlow
     """A scratch flow the DAGs can see (its topology is the one MIRRORBOOK_TOPOLOGY points to)."""
     use_topology(scratch_flow.topology)
     yield scratch_flow
+
+
+class Webhook:
+    """A tiny local HTTP server that keeps every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        received: list[dict[str, Any]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.received = received
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert?token=s3cret"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "Webhook":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
+    with Webhook() as hook:
+        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
+        yield hook

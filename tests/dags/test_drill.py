@@ -52,6 +52,8 @@ def test_a_drill_fails_over_the_canary_with_zero_skipped_reports_it_and_restores
     assert summary["re_read"] == 0  # precise translation: the exact next record
     assert "PASSED" in html and f"{summary['rto_s']:.2f} s" in html and html.count("<svg") == 3
     assert "Replication lag of A-&gt;B" in html and "Step timeline" in html
+    assert "records the flow lost before replication (health check)" in html  # its known loss, or "not known"
+    assert run.recorded_result() == "success"
 
     # Every group resumed on B exactly where it stopped on A, and read every record it had not read there.
     assert len(summary["partitions"]) == 2 * 2 * 2  # groups x topics x partitions
@@ -95,6 +97,7 @@ def test_a_drill_on_topics_the_flow_does_not_replicate_is_refused_before_any_cha
     states = run.task_states()
     assert states["canary"] == "failed" and states["stop_flow"] == "upstream_failed"
     assert states["restore"] == "success" and states["report"] == "failed"
+    assert run.recorded_result() == "failed"
     assert "does not replicate the canary topic(s) __drill-t0, __drill-t1" in run.failure()
     assert run.mutating_calls() == 0
     [art] = audit.artifacts(kind="drill-report", run_id=run.run_id)

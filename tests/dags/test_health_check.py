@@ -4,15 +4,11 @@ local webhook."""
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients, TopologyResolver
@@ -24,45 +20,10 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from tests.conftest import ScratchFlow
-from tests.helpers import eventually, wait_mirrored
+from tests.dags.conftest import Webhook
+from tests.helpers import eventually, set_topic_config, wait_mirrored
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
-
-
-class Webhook:
-    """A tiny local HTTP server that keeps every JSON body POSTed to it."""
-
-    def __init__(self) -> None:
-        received: list[dict[str, Any]] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.received = received
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert?token=s3cret"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "Webhook":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
-    with Webhook() as hook:
-        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
-        yield hook
 
 
 @pytest.fixture
@@ -133,22 +94,13 @@ def test_red_naming_the_flow_when_its_source_connector_stops_then_green_after_re
     assert len(webhook.received) == 1
 
 
-def _set_max_message_bytes(bootstrap: str, topic: str, value: str | None) -> None:
-    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
-    res = ConfigResource(ResourceType.TOPIC, topic,
-                         incremental_configs=[ConfigEntry("max.message.bytes", value, incremental_operation=op)])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the futures resolve
-    for fut in admin.incremental_alter_configs([res]).values():
-        fut.result()
-
-
 def test_restart_failed_brings_back_a_task_that_failed_on_a_target_topic_config_error(
         run_dag, scratch, admin_a, admin_b, connect_b_url, audit: AuditStore, webhook: Webhook):
     """A realistic FAILED task: the target topic refuses MM2's records (max.message.bytes too small), the
     source task dies with "Unrecoverable exception from producer send callback". Once the topic is fixed,
     only a restart brings the task back — which is what restart_failed does."""
     source = scratch.flow.connector("source")
-    _set_max_message_bytes(admin_b.bootstrap, scratch.remote, "64")
+    set_topic_config(admin_b.bootstrap, scratch.remote, "max.message.bytes", "64")
     produce(admin_a.bootstrap, [scratch.topic], 5)
     with ConnectClient(connect_b_url) as c:
         eventually(lambda: "FAILED" in [t.state for t in c.status(source).tasks], timeout=90, what="a FAILED task")
@@ -158,7 +110,7 @@ def test_restart_failed_brings_back_a_task_that_failed_on_a_target_topic_config_
     assert "source RUNNING (0 task(s) running, tasks FAILED)" in webhook.received[-1]["message"]
     assert red.mutating_calls() == 0
 
-    _set_max_message_bytes(admin_b.bootstrap, scratch.remote, None)  # the operator fixes the topic
+    set_topic_config(admin_b.bootstrap, scratch.remote, "max.message.bytes", None)  # the operator fixes the topic
     fixed = run_dag("mm2_health_check", _conf(scratch, restart_failed=True))
     assert fixed.state == "success", webhook.received[-1]
     [call] = [e for e in fixed.events(kind="call") if e.mutating and e.result != "intent"]

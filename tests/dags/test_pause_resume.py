@@ -59,6 +59,7 @@ def test_one_connector_only(run_dag, dag_scratch, connect_b_url):
     assert run.state == "success"
     now = states(connect_b_url, dag_scratch.flow)
     assert now["checkpoint"][0] == "PAUSED" and now["source"][0] == "RUNNING" and now["heartbeat"][0] == "RUNNING"
+    assert run.recorded_result() == "success"  # its end, for mirrorbook_runbook_runs_total
 
 
 def test_dry_run_plans_and_changes_nothing(run_dag, dag_scratch, connect_b_url, use_topology):
@@ -75,6 +76,7 @@ def test_dry_run_plans_and_changes_nothing(run_dag, dag_scratch, connect_b_url, 
     assert run.mutating_calls() == 0
     report = [e for e in run.events() if e.action == "step.connector.stop"]
     assert {e.result for e in report} == {"planned"}
+    assert run.recorded_result() == "dry_run"
 
 
 def test_unknown_flow_fails_first_task_without_any_call(run_dag, dag_scratch, connect_b_url, use_topology):
@@ -86,6 +88,7 @@ def test_unknown_flow_fails_first_task_without_any_call(run_dag, dag_scratch, co
     assert tis["validate_params"] == "failed" and tis["apply"] == "upstream_failed"
     assert proxy.calls() == []
     assert run.mutating_calls() == 0
+    assert run.recorded_result() == "failed"  # the report task, run whatever happened, said so
 
 
 def test_a_misspelled_dry_run_is_refused_before_any_call(run_dag, dag_scratch, connect_b_url, use_topology):

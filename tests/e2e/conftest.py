@@ -40,6 +40,7 @@ GROUP_POSITIONS = ["end", "end-7", "begin", "37"]
 # so the tests can prove the API and the page never show it.
 SECRET = f"e2e-s3cret-{uuid.uuid4().hex[:8]}"
 SECRET_CONNECTOR_KEY = "source.admin.ssl.key.password"
+METRICS_TOKEN = f"e2e-scrape-{uuid.uuid4().hex}"  # the API server's MIRRORBOOK_METRICS_TOKEN
 
 
 @dataclass
@@ -147,7 +148,8 @@ def e2e(devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.TempPat
     fo_alias, ops_alias = new_alias(), new_alias()
     with FaultProxy(stack.workers["B"].url) as proxy:
         env = {"MIRRORBOOK_TOPOLOGY": str(topology_path), "MIRRORBOOK_AUDIT_URL": audit_url,
-               "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), **_connections(devstack, proxy, ops_alias)}
+               "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), "MIRRORBOOK_METRICS_TOKEN": METRICS_TOKEN,
+               **_connections(devstack, proxy, ops_alias)}
         server = airflow_server.start(home / "airflow", env)
         try:
             failover = _scratch(devstack, admin_a, fo_alias, "fo")

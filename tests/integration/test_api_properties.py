@@ -178,13 +178,13 @@ def test_reads_of_flows_answer_2xx_or_a_bounded_connect_error(api: Api, data: st
 @SETTINGS
 @given(params=queries, paths=st.lists(segment, max_size=4), method=st.sampled_from(["GET", "POST", "HEAD", "OPTIONS"]))
 def test_the_overview_the_pages_the_schema_and_unknown_routes_never_fail(api: Api, params, paths, method):
-    fixed = ("/", "/page", "/openapi.json", "/docs", "/redoc")
+    fixed = ("/", "/page", "/openapi.json", "/docs", "/redoc", "/metrics")
     for path in (*fixed, path_of(*paths) if paths else "/page"):
         r = api.send(method, path, params=params)
         if method == "GET" and path in fixed:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("application/json" if path in ("/", "/openapi.json")
-                                                         else "text/html")
+                                                         else "text/plain" if path == "/metrics" else "text/html")
 
 
 @SETTINGS

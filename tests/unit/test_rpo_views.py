@@ -73,3 +73,20 @@ def test_the_reports_show_both_figures(store: AuditStore) -> None:
     text = render_report(failback)
     assert "RPO of failover run fo-2: at least 520" in text
     assert "RPO of failover run fo-2, exact figure (exact, counted" in text and "7 record(s) written before" in text
+
+
+def test_records_known_lost_before_the_failover_are_shown_beside_the_bound(store: AuditStore,
+                                                                           capsys: pytest.CaptureFixture) -> None:
+    known = {"records": 14, "data_loss": 10, "target_reset": 4, "sampled_at": "2026-11-23T09:55:00+00:00",
+             "partitions": []}
+    store.record(action=rpo.BOUND, kind="step", result="ok", run_id="fo-3", flow=FLOW.name,
+                 details={"rpo": BOUND | {"known_lost": known}, "failover_started_at": "2026-11-23T10:01:15+00:00"})
+    line = ("besides, 14 record(s) known lost before the failover (health check, as of 2026-11-23T09:55:00+00:00: "
+            "10 DATA_LOSS, 4 TARGET_RESET): gone from the target whatever the figures above")
+    assert main(["audit", "rpo", "--url", str(store.url)]) == 0
+    assert line in capsys.readouterr().out
+    text = render_report({"direction": "failover", "flow": "A->B", "from_cluster": "A", "to_cluster": "B",
+                          "rpo": rpo.report_entry(rpo.history(store, run_id="fo-3")[0])})
+    assert f"RPO: {line}" in text
+    assert rpo.render_known_lost(BOUND) is None  # a bound without known loss says nothing more
+

@@ -201,9 +201,10 @@ def cmd_rpo(args: argparse.Namespace) -> int:
         print("no unplanned failover recorded an RPO" + (f" for flow {shown(args.flow)}" if args.flow else ""))
     for r in rows:
         bound = r["bound"] or {}
+        known = rpo.render_known_lost(bound)
         print(f"failover run {r['failover_run_id']} flow={r['flow']} started {r['failover_started_at']}\n"
               f"  bound: at least {bound.get('records')} record(s) never reached the target — basis: "
-              f"{bound.get('basis')}\n  {rpo.render_exact(r['exact'])}")
+              f"{bound.get('basis')}\n" + (f"  {known}\n" if known else "") + f"  {rpo.render_exact(r['exact'])}")
     return 0
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, and_, select
+from sqlalchemy import Connection, Row, Select, and_, func, select
 
 from mirrorbook.audit import schema
-from mirrorbook.audit.codec import format_time, loads, lookup, parse_time, stored, stored_row, utcnow
+from mirrorbook.audit.codec import dumps, format_time, loads, lookup, parse_time, stored, stored_row, utcnow
 from mirrorbook.audit.models import Artifact, GroupPosition, MetricsSample
 
-_p, _m, _a = schema.run_progress.c, schema.flow_metrics.c, schema.artifacts.c
+_p, _m, _a, _r = schema.run_progress.c, schema.flow_metrics.c, schema.artifacts.c, schema.run_results.c
 
 
 def progress_values(run_id: str, key: str, value: Any) -> dict[str, Any]:
@@ -38,8 +38,12 @@ def insert_metrics(conn: Connection, flow: str, observed_at: datetime, metrics: 
 
 
 def metrics_query(flow: str, since: datetime | None, until: datetime | None, limit: int | None,
-                  newest_first: bool) -> Select[Any]:
+                  newest_first: bool, source: str | None = None) -> Select[Any]:
     conds = [lookup(_m.flow, flow)]
+    if source is not None:
+        # The JSON is canonical text (codec.dumps): the key and its value appear exactly so. Callers check the
+        # parsed sample too — the text could sit deeper in the JSON.
+        conds.append(_m.metrics.contains(f'"source":{dumps(source)}', autoescape=True))
     if since is not None:
         conds.append(_m.observed_at >= format_time(since))
     if until is not None:
@@ -72,6 +76,23 @@ def to_artifact_values(artifact_id: int, values: dict[str, Any]) -> Artifact:
 
 def to_artifact(row: Row[Any]) -> Artifact:
     return to_artifact_values(row.id, dict(row._mapping))
+
+
+# -- run results ----------------------------------------------------------------------------------------
+
+def insert_run_result(conn: Connection, dag_id: str, run_id: str, result: str) -> None:
+    conn.execute(schema.run_results.insert().values(**stored_row(schema.run_results, {
+        "dag_id": dag_id, "run_id": run_id, "result": result, "ended_at": utcnow()})))
+
+
+def run_result(conn: Connection, run_id: str) -> str | None:
+    row = conn.execute(select(_r.result).where(lookup(_r.run_id, run_id)).order_by(_r.id.desc()).limit(1)).first()
+    return None if row is None else str(row.result)
+
+
+def run_result_counts(conn: Connection) -> dict[tuple[str, str], int]:
+    rows = conn.execute(select(_r.dag_id, _r.result, func.count()).group_by(_r.dag_id, _r.result))
+    return {(r[0], r[1]): int(r[2]) for r in rows}
 
 
 # -- readiness positions --------------------------------------------------------------------------------

@@ -113,6 +113,16 @@ artifacts = Table(
     Index("ix_audit_artifacts_run", "run_id"),
 )
 
+# How each runbook run (and health check run) ended — one row per completion, appended by the run's last task
+# (a cleared run that completes again adds one): what `mirrorbook_runbook_runs_total{dag,result}` counts.
+run_results = Table(
+    "audit_run_results", metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("dag_id", String(250), nullable=False), Column("run_id", String(250), nullable=False),
+    Column("result", String(20), nullable=False), Column("ended_at", _Time, nullable=False),
+    Index("ix_audit_run_results_run", "run_id"),
+)
+
 
 def create_schema(conn: Connection, now: str) -> None:
     """Create missing tables and the head row. Run inside a serialized write transaction (idempotent).

@@ -242,15 +242,44 @@ class AuditStore:
             return history.insert_metrics(conn, flow, observed_at, metrics)
 
     def metrics(self, flow: str, since: datetime | None = None, until: datetime | None = None,
-                limit: int | None = None, newest_first: bool = True) -> list[MetricsSample]:
-        """Samples with since <= observed_at <= until, NEWEST FIRST by default (limit=1: the last known)."""
+                limit: int | None = None, newest_first: bool = True, source: str | None = None) -> list[MetricsSample]:
+        """Samples with since <= observed_at <= until, NEWEST FIRST by default (limit=1: the last known);
+        with `source`, only samples whose `source` is that (the health check's, a drill's)."""
         with self._db.read() as conn:
-            stmt = history.metrics_query(flow, since, until, limit, newest_first)
-            return [history.to_metrics(r) for r in conn.execute(stmt)]
+            if source is None:
+                return [history.to_metrics(r) for r in conn.execute(history.metrics_query(flow, since, until, limit,
+                                                                                          newest_first))]
+            # The query narrows by the text; the parsed sample decides (streamed: only as many as needed are read).
+            stmt = history.metrics_query(flow, since, until, None, newest_first, source)
+            found: list[MetricsSample] = []
+            for row in conn.execution_options(yield_per=50).execute(stmt):
+                sample = history.to_metrics(row)
+                if sample.metrics.get("source") == source:
+                    found.append(sample)
+                    if limit is not None and len(found) >= limit:
+                        break
+            return found
 
-    def latest_metrics(self, flow: str) -> MetricsSample | None:
-        found = self.metrics(flow, limit=1)
+    def latest_metrics(self, flow: str, source: str | None = None) -> MetricsSample | None:
+        """The newest sample of `flow` (of that `source` only, when given)."""
+        found = self.metrics(flow, limit=1, source=source)
         return found[0] if found else None
+
+    # -- run results ----------------------------------------------------------------------------
+    def record_run_result(self, dag_id: str, run_id: str, result: str) -> None:
+        """How a run ended (`success`, `failed`, `dry_run`), appended by its last task."""
+        with self._db.write() as conn:
+            history.insert_run_result(conn, dag_id, run_id, result)
+
+    def run_result(self, run_id: str) -> str | None:
+        """How the run ended when it last ended (None: it has not)."""
+        with self._db.read() as conn:
+            return history.run_result(conn, run_id)
+
+    def run_result_counts(self) -> dict[tuple[str, str], int]:
+        """Completed runs per (DAG, result), over the whole store."""
+        with self._db.read() as conn:
+            return history.run_result_counts(conn)
 
     # -- readiness positions --------------------------------------------------------------------
     def positions(self, flow: str) -> list[GroupPosition]:

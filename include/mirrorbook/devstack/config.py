@@ -91,6 +91,9 @@ def broker_properties(broker_port: int, controller_port: int, data_dir: Path) ->
         "num.network.threads": 2,
         "num.io.threads": 2,
         "log.retention.hours": 168,
+        # Retention acts within seconds, not the default 5 minutes: a topic's retention.ms set low deletes its
+        # records while a test (or a demo of the health check's DATA_LOSS) waits.
+        "log.retention.check.interval.ms": 2000,
     }
 
 

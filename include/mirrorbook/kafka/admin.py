@@ -12,7 +12,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ClusterMetadata,
@@ -201,6 +201,26 @@ class KafkaAdmin:
             return {}
         futures = self.client.describe_configs(resources, request_timeout=self.timeout)
         return {res.name: {k: v.value for k, v in fut.result().items()} for res, fut in futures.items()}
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Each topic's id (one DescribeTopics request): a topic deleted and created again under the same name
+        gets a new one. A topic that does not exist (any more) is left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+
+        def attempt() -> dict[str, str]:
+            futures = self.client.describe_topics(TopicCollection(names), request_timeout=self.timeout)
+            out = {}
+            for name, fut in futures.items():
+                try:
+                    out[name] = str(fut.result().topic_id)
+                except KafkaException as exc:
+                    if exc.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
+                        raise
+            return out
+
+        return self._retrying(attempt, "describe topics")
 
     # -- offsets ------------------------------------------------------------------------------------
     def _list_offsets(self, tps: list[TP], spec: OffsetSpec, isolation: IsolationLevel) -> dict[TP, int]:

@@ -13,9 +13,12 @@ where `enabled` is the `A->B.enabled` setting; on Connect there is no such switc
 state = DISABLED if not enabled; REPLICATING if allConnectorsRunning and sourceTaskRunning;
 CONCERNING if sourceTaskRunning but not allConnectorsRunning; NOT_REPLICATING otherwise.
 
-Replication lag per partition = source high watermark - 1 - the source connector's committed offset
-(Connect commits source offsets every `offset.flush.interval.ms`, so lag trails by up to that).
-A partition the connector has not committed anything for lags by its whole retained range.
+Replication lag per partition = the records the source still holds that the source connector has not
+replicated: source high watermark - max(its committed offset + 1, the source log start). Connect commits
+source offsets every `offset.flush.interval.ms`, so lag trails by up to that. A partition the connector has
+not committed anything for lags by its whole retained range. Records deleted (retention, delete-records)
+before MM2 read them are no lag — MM2 will never read them: the health check counts them as DATA_LOSS
+(`runbooks/health/loss.py`), and a drained-replication gate does not wait for them.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class PartitionLag(BaseModel):
     high_watermark: int
     replicated_offset: int | None  # last upstream offset the source connector committed
     lag: int
+    log_start: int | None = None  # the source partition's log start offset (None: not read)
 
 
 class FlowStatus(BaseModel):
@@ -108,7 +112,8 @@ class FlowStatus(BaseModel):
             "total_lag": self.total_lag,
             "max_lag": self.max_lag,
             "partitions": [{"topic": p.topic, "partition": p.partition, "high_watermark": p.high_watermark,
-                            "replicated_offset": p.replicated_offset, "lag": p.lag} for p in self.lag],
+                            "replicated_offset": p.replicated_offset, "lag": p.lag, "log_start": p.log_start}
+                           for p in self.lag],
             "errors": self.errors,
         }
 
@@ -214,11 +219,12 @@ def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP
         committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
     rows = []
     for tp, high in sorted(highs.items()):
-        done = committed.get(tp)
-        lag = high - 1 - done if done is not None else high - lows.get(tp, 0)
+        done, low = committed.get(tp), lows.get(tp, 0)
+        lag = high - max(done + 1, low) if done is not None else high - low
         rows.append(PartitionLag(topic=tp.topic, partition=tp.partition,
                                  remote_topic=policy.format_remote_topic(flow.source, tp.topic),
-                                 high_watermark=high, replicated_offset=done, lag=max(lag, 0)))
+                                 high_watermark=high, replicated_offset=done, lag=max(lag, 0),
+                                 log_start=lows.get(tp)))
     return rows
 
 

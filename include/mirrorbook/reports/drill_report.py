@@ -92,6 +92,7 @@ class DrillSummary(BaseModel):
     flow_state_before: str | None = None
     flow_state_after: str | None = None
     restored: str = "not run"
+    known_loss: dict[str, Any] | None = None  # what the health check knows the flow lost (runbooks/health)
     ok: bool = False
     problems: list[str] = Field(default_factory=list)
 
@@ -99,7 +100,8 @@ class DrillSummary(BaseModel):
         """What the audit lists for the drill (and the plugin's drills page shows)."""
         return {"rto_s": self.rto_s, "skipped": self.skipped, "re_read": self.re_read, "json": str(json_path),
                 "flow": self.flow, "ok": self.ok, "failover_s": self.failover_s,
-                "lag_before_cutover": self.lag_before_cutover.canary_backlog, "restored": self.restored}
+                "lag_before_cutover": self.lag_before_cutover.canary_backlog, "restored": self.restored,
+                "records_lost": self.known_loss["records"] if self.known_loss else None}
 
 
 # -- charts ----------------------------------------------------------------------------------------
@@ -148,7 +150,9 @@ def render_html(s: DrillSummary, json_name: str) -> str:
               s.lag_before_cutover.flow_lag),
              ("translation plan", json.dumps(s.plan) if s.plan else None),
              ("flow state before / after", f"{s.flow_state_before} / {s.flow_state_after}"),
-             ("restore", s.restored)]
+             ("restore", s.restored),
+             ("records the flow lost before replication (health check)",
+              s.known_loss["text"] if s.known_loss else "not known: no health check sampled the flow")]
     charts = {"lag": chart(lag_chart(s)), "offsets": chart(offsets_chart(s)), "steps": chart(steps_chart(s))}
     return _templates.get_template(TEMPLATE).render(s=s, json_name=json_name, facts=facts, charts=charts,
                                                     steps=[(st, _t(s, st.started_at)) for st in s.steps])

@@ -46,6 +46,7 @@ from mirrorbook.runbooks import failover, move as moves, move_report
 from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
 from mirrorbook.runbooks.engine import GateRefused, Runbook
+from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.intents import GroupOffsets, GroupsAbsent, TopicsExist
 from mirrorbook.runbooks.params import FailoverParams, FlowParams, parse
@@ -486,7 +487,8 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
     s = DrillSummary(run_id=rb.info.run_id, flow=flow.name, from_cluster=flow.source, to_cluster=flow.target,
                      translation=params.translation, finished_at=finished, steps=steps,
                      plan=plan.totals() if plan else None, restored=restored.get("outcome", "not run"),
-                     flow_state_after=restored.get("flow_state_after"), problems=problems)
+                     flow_state_after=restored.get("flow_state_after"), problems=problems,
+                     known_loss=known_loss(rb.audit, flow.name))
     if canary:
         s.topics, s.groups = canary.topics, canary.groups
         s.started_at, s.steady_at = canary.started_at, canary.steady_at

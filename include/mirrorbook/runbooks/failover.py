@@ -14,6 +14,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.move import Move
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
 from mirrorbook.topology import FlowSpec
@@ -124,6 +125,10 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
     unknown = (f"records the source received after {sample.observed_at.isoformat() if sample else 'the last checkpoint'}"
                " are not known until it is reachable again (then the failback, or the first health check that reaches it,"
                " counts the exact figure: `mirrorbook audit rpo`)")
+    known = known_loss(audit, flow.name)
     return {"records": sum(per.values()), "kind": "lower-bound", "partitions": {k: v for k, v in sorted(per.items())
                                                                                   if v},
-            "basis": basis, "unknown": unknown, "sampled_at": sample.observed_at.isoformat() if sample else None}
+            "basis": basis, "unknown": unknown, "sampled_at": sample.observed_at.isoformat() if sample else None,
+            # Records lost before the failover (the health check's ledger): gone from the target whatever the RPO.
+            "known_lost": {k: known[k] for k in ("records", "data_loss", "target_reset", "sampled_at", "partitions")}
+            if known and known["records"] else None}

@@ -1,5 +1,6 @@
 """The report of a move (failover, failback, the drill's cutover): offsets written, re-reads, skips, RTO, RPO
-(the unplanned failover's bound, and its exact figure once the source was reachable again)."""
+(the unplanned failover's bound, and its exact figure once the source was reachable again), and the records the
+health check knows the flow lost before the move (DATA_LOSS, TARGET_RESET)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any, Sequence
 
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.plan import TranslationPlan
-from mirrorbook.runbooks.rpo import render_exact
+from mirrorbook.runbooks.rpo import render_exact, render_known_lost
 from mirrorbook.runbooks.standing import SoFar, so_far
 from mirrorbook.topology import FlowSpec
 
@@ -39,6 +41,7 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
         # An incomplete run: what it did and what it already changed, so no one assumes nothing happened.
         out["so_far"] = so_far(rb.audit, rb.info.run_id, flows).model_dump(exclude={"written"})
     if plan is not None:
+        out["known_loss"] = known_loss(rb.audit, plan.flow)
         out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
                    flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,
                    rows=[r.model_dump() for r in plan.rows])
@@ -86,8 +89,12 @@ def render_report(report: dict[str, Any]) -> str:
         of = f" of failover run {rpo['failover_run_id']}" if back else ""
         lines.append(f"  RPO{of}: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
                      f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
+        if (known := render_known_lost(rpo)) is not None:
+            lines.append(f"  RPO{of}: {known}")
         if "exact" in rpo:
             lines.append(f"  RPO{of}, {render_exact(rpo['exact'], report.get('to_cluster' if back else 'from_cluster'))}")
+    if report.get("known_loss") is not None:
+        lines.append(f"  {report['known_loss']['text']}")
     if report.get("divergence"):
         d = report["divergence"]
         lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")

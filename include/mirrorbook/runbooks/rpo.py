@@ -226,6 +226,17 @@ def latest(audit: AuditStore, flow: FlowSpec) -> dict[str, Any] | None:
     return report_entry(found[-1]) if found else None
 
 
+def render_known_lost(bound: dict[str, Any]) -> str | None:
+    """One line for the records the health check knew the flow had lost before the failover (the bound's
+    `known_lost`), or None when it knew of none."""
+    known = bound.get("known_lost")
+    if not known:
+        return None
+    return (f"besides, {known['records']} record(s) known lost before the failover (health check, as of "
+            f"{known['sampled_at']}: {known['data_loss']} DATA_LOSS, {known['target_reset']} TARGET_RESET): gone "
+            "from the target whatever the figures above")
+
+
 def render_exact(figure: dict[str, Any] | None, source: str | None = None) -> str:
     """One line: the exact figure, or why it is not known yet."""
     where = source or "the source"

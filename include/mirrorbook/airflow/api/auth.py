@@ -8,17 +8,25 @@ Authorization asks Airflow's configured auth manager, so the flows API grants ex
 equivalent runbook would: reading flows needs read access to DAG runs; pausing/resuming a flow needs
 permission to trigger `mm2_pause_resume`, changing its offsets permission to trigger `mm2_offsets`
 (SimpleAuthManager: viewer reads, user and above act).
+
+The metrics (`GET /metrics`) are read like flows, or by a scraper presenting the token in
+`MIRRORBOOK_METRICS_TOKEN` as `Authorization: Bearer <token>` (Prometheus' `authorization` setting): compared in
+constant time, and only when the variable is set and not empty.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from typing import Annotated, Any, Callable
 
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
-from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
 
 from mirrorbook.airflow.api.models import Caller
 
@@ -61,10 +69,30 @@ def runbook_runner(dag_id: str) -> Callable[..., Caller]:
     return check
 
 
+METRICS_TOKEN_ENV = "MIRRORBOOK_METRICS_TOKEN"
+SCRAPER = "metrics scraper (token)"
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """Constant-time comparison; hashing first makes its time independent of the lengths too."""
+    return hmac.compare_digest(hashlib.sha256(given.encode()).digest(), hashlib.sha256(expected.encode()).digest())
+
+
+async def metrics_reader(request: Request,
+                         bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]) -> Caller:
+    """The scrape token, else Airflow's own identity with the right to read flows (a wrong token that is no
+    Airflow JWT is refused by Airflow: 403)."""
+    token = os.environ.get(METRICS_TOKEN_ENV, "")
+    if token and bearer is not None and same_secret(bearer.credentials, token):
+        return Caller(name=SCRAPER)
+    return reader(await get_user(request, None, bearer))
+
+
 may_pause_resume = runbook_runner(PAUSE_RESUME_DAG)
 may_change_offsets = runbook_runner(OFFSETS_DAG)
-GUARDS = (reader, may_pause_resume, may_change_offsets)  # every route depends on exactly one of these
+GUARDS = (reader, may_pause_resume, may_change_offsets, metrics_reader)  # every route depends on exactly one
 
 Reader = Annotated[Caller, Depends(reader)]
 FlowOperator = Annotated[Caller, Depends(may_pause_resume)]
 OffsetsOperator = Annotated[Caller, Depends(may_change_offsets)]
+MetricsReader = Annotated[Caller, Depends(metrics_reader)]

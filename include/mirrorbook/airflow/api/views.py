@@ -18,14 +18,13 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import Artifact, AuditRecord, MetricsSample
 from mirrorbook.bounds import cut
 from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.runbooks.health.results import latest_sample
 
 TEXT = 200
 RECENT_DRILLS = 10
 RECENT_EVENTS = 25
 MAX_PARTITIONS = 200      # the flow page lists the most lagging partitions first
 MAX_GROUPS = 100          # checkpoint ages, oldest first
-SAMPLES_SCANNED = 50      # a drill samples its flow every second: the health check's sample may be behind those
-FRESHNESS_KEY = "heartbeat_age_s"  # only the health check's samples carry the freshness figures
 RUNBOOK_SCAN = 500        # audit events of a flow searched for its latest runbook runs
 
 
@@ -109,11 +108,9 @@ def _number(value: Any) -> float | None:
 
 
 def health_sample(audit: AuditStore, flow: str) -> MetricsSample | None:
-    """The newest metrics sample that carries the health check's freshness figures."""
-    latest = audit.latest_metrics(flow)
-    if latest is None or FRESHNESS_KEY in latest.metrics:
-        return latest
-    return next((s for s in audit.metrics(flow, limit=SAMPLES_SCANNED) if FRESHNESS_KEY in s.metrics), None)
+    """The health check's newest metrics sample of `flow` (a drill samples its flow every second, without the
+    freshness figures: those samples are passed over)."""
+    return latest_sample(audit, flow)
 
 
 def freshness(sample: MetricsSample | None, now: datetime) -> Freshness:

@@ -61,6 +61,9 @@ def _ending(message: str, standing: Callable[[], str] | None) -> str:
     return f"{message}\n{standing()}" if standing else message
 
 
+FAILED_STATES = {"failed", "upstream_failed"}
+
+
 class RunbookTask:
     """Mixin for BaseOperator and BaseSensorOperator subclasses: the convention above."""
 
@@ -105,6 +108,18 @@ class RunbookTask:
     def guarded_run(self, rb: Runbook, flows: list[FlowSpec], fn: Callable[[], T], rerun: Rerun | None = None) -> T:
         """`guarded` for a task that drives `flows`: its error ends with where the run stands (`at_failure`)."""
         return guarded(fn, lambda: at_failure(rb, self.hook.clients, flows, rerun))
+
+    def record_run_result(self, context: Any, *, failed: bool = False) -> str:
+        """The run is over (this is its last task): how it ended, appended to the audit store — what the
+        metrics' `mirrorbook_runbook_runs_total{dag,result}` counts. `failed` when this task itself failed; any
+        other task of the run that failed (or never ran because one did) makes it `failed` too."""
+        ti = context["ti"]
+        states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id]).get(ti.run_id, {})
+        others = any(state in FAILED_STATES for task, state in states.items() if task != ti.task_id)
+        dry_run = bool((context.get("params") or {}).get("dry_run"))
+        result = "failed" if failed or others else "dry_run" if dry_run else "success"
+        self.audit().record_run_result(ti.dag_id, ti.run_id, result)
+        return result
 
     def log_outcomes(self, rb: Runbook) -> dict[str, Any]:
         for o in rb.outcomes:

@@ -34,7 +34,14 @@ class DrillOperator(MirrorbookBaseOperator):
         rb = self.runbook(context)
         # Connections resolved up front: the drill's producer/consumer threads never talk to Airflow.
         clients = asyncio.run(AsyncAirflowResolver(self.hook.topology).aclients())
-        out = self.guarded_run(rb, [params.flow_spec],
-                               lambda: drill.STEPS[self.step](rb, clients, self.hook.topology, params))
+        try:
+            out = self.guarded_run(rb, [params.flow_spec],
+                                   lambda: drill.STEPS[self.step](rb, clients, self.hook.topology, params))
+        except Exception:
+            if self.step == "report":
+                self.record_run_result(context, failed=True)
+            raise
+        if self.step == "report":
+            self.record_run_result(context)
         self.log_outcomes(rb)
         return out

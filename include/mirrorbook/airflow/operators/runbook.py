@@ -127,10 +127,12 @@ class FlowLockOperator(MirrorbookBaseOperator):
 
 
 class RunbookReportOperator(MirrorbookBaseOperator):
-    """Last task: what the run did (or, for a dry run, the plan), read back from the audit trail."""
+    """Last task: what the run did (or, for a dry run, the plan), read back from the audit trail; how the run
+    ended, in the audit store."""
 
     def execute(self, context: Any) -> dict[str, Any]:
         report = run_report(self.audit(), run_info(context, self.task_id).run_id)
         for line in report["text"].splitlines():
             self.log.info("%s", line)
+        report["result"] = self.record_run_result(context)
         return report

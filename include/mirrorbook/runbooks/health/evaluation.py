@@ -8,6 +8,7 @@
   (`behind_since` is carried from the previous sample in the metrics history; first seen = now).
   A consumer resuming after an idle hour is no alert; a checkpoint connector that stopped emitting is.
 - heartbeat age = now - the newest heartbeat for source->target; None = none within the lookback.
+- lost records (DATA_LOSS, TARGET_RESET): `loss.assess`, against the previous sample.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks.checks import drain_lag
+from mirrorbook.runbooks.health.loss import TargetTopic, assess
 from mirrorbook.runbooks.health.params import HealthParams
 from mirrorbook.runbooks.health.reading import TargetFreshness
 from mirrorbook.runbooks.health.results import FlowHealth, GroupCheckpointHealth, at_ms, fmt_s, iso
@@ -84,6 +86,8 @@ def evaluate(fh: FlowHealth, params: HealthParams, now: datetime) -> list[str]:
                        f"{', '.join(c.behind[:3])}{' …' if len(c.behind) > 3 else ''} and no newer checkpoint came "
                        f"for {stale:.0f}s (newest checkpoint {fmt_s(c.age_s)} old; "
                        f"max_checkpoint_age_s={params.max_checkpoint_age_s:g})")
+    if fh.loss is not None:
+        out += fh.loss.violations(name, fh.source, fh.target)
     if out and fh.lock_holder:
         out = [f"{v} [flow locked by {fh.lock_holder}]" for v in out]
     return out
@@ -92,18 +96,25 @@ def evaluate(fh: FlowHealth, params: HealthParams, now: datetime) -> list[str]:
 def flow_health(flow: FlowSpec, topology: Topology, status: FlowStatus, target: TargetFreshness,
                 committed: dict[str, dict[TP, int]] | None, *, params: HealthParams, now: datetime,
                 previous: MetricsSample | None = None, lock_holder: str | None = None,
-                source_error: str | None = None, hops: int | None = None) -> FlowHealth:
-    """One flow's health from what the pass read of it (`source_error`: its source's groups were unreadable)."""
+                source_error: str | None = None, hops: int | None = None,
+                mirrored: list[TargetTopic] | None = None, mirrored_error: str | None = None) -> FlowHealth:
+    """One flow's health from what the pass read of it (`source_error`: its source's groups were unreadable;
+    `mirrored`: the flow's mirrored topics on the target, None with `mirrored_error` when unreadable)."""
     hb_ms = target.heartbeats.get((flow.source, flow.target))
     problems = [f"MM2 topics on {target.cluster} unreadable: {target.error}"] if target.error else []
     if source_error is not None:
         problems.append(f"committed offsets on {flow.source} unreadable: {source_error}")
+    if mirrored_error is not None and not target.error:
+        problems.append(f"mirrored topics on {target.cluster} unreadable: {mirrored_error}")
     fh = FlowHealth(flow=flow.name, source=flow.source, target=flow.target, status=status,
                     heartbeat_at=at_ms(hb_ms) if hb_ms is not None else None,
                     heartbeat_age_s=max(0.0, now.timestamp() - hb_ms / 1000) if hb_ms is not None else None,
                     heartbeat_lookback_s=params.heartbeat_lookback_s,
                     checkpoints=group_checkpoints(flow, topology.groups_regex(flow), status, target, committed,
                                                   previous, now),
-                    hops=hops, lock_holder=lock_holder, problems=problems, committed=committed)
+                    hops=hops, lock_holder=lock_holder, problems=problems, committed=committed,
+                    loss=assess(status, mirrored, None if target.error else set(target.topics),
+                                previous.metrics if previous else None, previous.observed_at if previous else None,
+                                now))
     fh.violations = evaluate(fh, params, now)
     return fh

@@ -4,7 +4,8 @@ Cost grows with flows, not with their product: Connect and both clusters are ask
 once (`replication.all_status`: for MM2, one Connect client and one connector listing per Connect cluster);
 MM2's heartbeats and checkpoints topics are read once per *target cluster* (one consumer for every flow
 into it) and committed group offsets once per *source cluster*. The pass runs on `Clients.per_pass()`:
-one admin and one topic listing per Kafka cluster, shared by every flow.
+one admin and one topic listing per Kafka cluster, shared by every flow. Once the statuses say which topics
+each flow mirrors, their ids and offsets on each target are read in one batch per target (TARGET_RESET).
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from mirrorbook.clients import Clients
 from mirrorbook.replication import all_status
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import replication_hops
+from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.runbooks.health.evaluation import flow_health
+from mirrorbook.runbooks.health.loss import TargetTopic
 from mirrorbook.runbooks.health.params import HealthParams
-from mirrorbook.runbooks.health.reading import TargetFreshness, read_source_groups, read_target
-from mirrorbook.runbooks.health.results import HealthReport
+from mirrorbook.runbooks.health.reading import TargetFreshness, read_mirrored, read_source_groups, read_target
+from mirrorbook.runbooks.health.results import HealthReport, latest_sample
+from mirrorbook.runbooks.rpo import record_kind
 from mirrorbook.topology import FlowSpec, Topology
 
 T = TypeVar("T")
@@ -45,7 +49,7 @@ class _Context:
         if audit is None:
             return
         for f in flows:
-            self.previous[f.name] = audit.latest_metrics(f.name)
+            self.previous[f.name] = latest_sample(audit, f.name)
             holder = audit.lock_holder(f.name)
             self.locks[f.name] = holder.describe() if holder else None
 
@@ -93,6 +97,8 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
     rest = rest[len(listed):]
     targets = dict(zip(by_target, rest[:len(by_target)]))
     sources = dict(zip(by_source, rest[len(by_target):]))
+    mirrored, mirrored_errors = await _read_mirrored(context, by_target, dict(zip((f.name for f in flows), statuses)),
+                                                     targets)
     healths = []
     for f, st in zip(flows, statuses):
         target = targets[f.target]
@@ -102,8 +108,32 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
         healths.append(flow_health(f, topology, st, target, sources[f.source], params=context.params,
                                    now=context.now, previous=context.previous.get(f.name),
                                    lock_holder=context.locks.get(f.name),
-                                   source_error=context.source_errors.get(f.source), hops=hops))
+                                   source_error=context.source_errors.get(f.source), hops=hops,
+                                   mirrored=mirrored.get(f.name), mirrored_error=mirrored_errors.get(f.target)))
     return HealthReport(observed_at=context.now, elapsed_s=time.monotonic() - t0, flows=healths)
+
+
+async def _read_mirrored(context: _Context, by_target: dict[str, list[FlowSpec]], statuses: dict[str, FlowStatus],
+                         targets: dict[str, TargetFreshness]) -> tuple[dict[str, list[TargetTopic]], dict[str, str]]:
+    """Per flow, its mirrored user topics on its target as they are now (one read per readable target, all at
+    once); and per target that could not be read, why."""
+    wanted = {t: {f.name: {topic for topic in statuses[f.name].replicated_topics
+                           if record_kind(ReplicationPolicy.for_flow(f), topic) is None} for f in fs}
+              for t, fs in by_target.items() if not targets[t].error}
+    errors: dict[str, str] = {}
+
+    def read(alias: str, topics: set[str]) -> Awaitable[list[TargetTopic] | None]:
+        def failed(exc: Exception) -> None:
+            errors[alias] = str(exc)
+        return _guarded(lambda: read_mirrored(context.clients, alias, topics), failed)
+
+    found = await asyncio.gather(*(read(t, set().union(*w.values())) for t, w in wanted.items()))
+    out: dict[str, list[TargetTopic]] = {}
+    for by_flow, topics in zip(wanted.values(), found):
+        if topics is not None:
+            for name, mine in by_flow.items():
+                out[name] = [tt for tt in topics if tt.topic in mine]
+    return out, errors
 
 
 def run_concurrently(make: Callable[[], Awaitable[T]], workers: int) -> T:

@@ -1,5 +1,6 @@
-"""What one health pass reads: a target cluster's MM2 topics (once for every flow into it) and a source
-cluster's committed group offsets (once for every flow out of it).
+"""What one health pass reads: a target cluster's MM2 topics (once for every flow into it), the mirrored topics
+on it (their ids and offsets, what TARGET_RESET compares) and a source cluster's committed group offsets (once
+for every flow out of it).
 
 - heartbeats: the newest heartbeat timestamp per (source, target) found on any heartbeats topic of the
   target (`heartbeats`, `A.heartbeats`, ...). Only the last `heartbeat_lookback_s` of those topics is
@@ -23,6 +24,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import CheckpointLog, CheckpointScanner, HeartbeatScanner, scan_topics
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.runbooks.health.loss import TargetTopic
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS
 from mirrorbook.topology import FlowSpec
 
@@ -83,3 +85,16 @@ def read_source_groups(clients: Clients, source: str, regex: str) -> dict[str, d
     matches = group_matcher(regex)
     groups = sorted(g for g in admin.list_groups() if matches(g) and not INTERNAL_GROUPS.match(g))
     return admin.committed_offsets(groups)
+
+
+def read_mirrored(clients: Clients, target: str, topics: set[str]) -> list[TargetTopic]:
+    """Id, log start and end of each of `topics` on `target` (one DescribeTopics request and one watermark batch,
+    for every flow into it); a topic the pass's listing does not hold is left out."""
+    admin = clients.admin(target)
+    counts = admin.topics()
+    names = sorted(t for t in topics if t in counts)
+    ids = admin.topic_ids(names)
+    marks = admin.watermarks([TP(t, p) for t in names for p in range(counts[t])])
+    return [TargetTopic(topic=t, topic_id=ids[t], partitions=[(marks[TP(t, p)].low, marks[TP(t, p)].high)
+                                                             for p in range(counts[t])])
+            for t in names if t in ids]

@@ -8,11 +8,47 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mirrorbook.audit import AuditStore, MetricsSample
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.runbooks.health.loss import FlowLoss
 from mirrorbook.runbooks.readiness import Readiness
 
 HEALTH_SOURCE = "mm2_health_check"
+
+
+def latest_sample(audit: AuditStore, flow: str) -> MetricsSample | None:
+    """The health check's newest sample of `flow` — not a drill's (those carry no freshness, loss or target
+    figures): what the next pass compares against, and what the page and the metrics show."""
+    return audit.latest_metrics(flow, source=HEALTH_SOURCE)
+
+
+def known_loss(audit: AuditStore, flow: str) -> dict[str, Any] | None:
+    """What the health check knows of `flow`'s lost records, for reports (failover, failback, drill): None when
+    it has never sampled the flow. Records lost so far per cause and partition, and the gaps it last saw."""
+    sample = latest_sample(audit, flow)
+    if sample is None:
+        return None
+    loss = FlowLoss.from_sample(sample.metrics)
+    known = {"flow": flow, "sampled_at": sample.observed_at.isoformat(), "records": loss.total(),
+            "data_loss": loss.total("data_loss"), "target_reset": loss.total("target_reset"),
+            "partitions": [r.model_dump(mode="json") for r in loss.ledger],
+            "gaps_now": [g.model_dump() | {"records": g.records} for g in loss.gaps],
+            "basis": "the health check's ledger of records deleted from the source before MM2 replicated them "
+                     "(DATA_LOSS) and of copies gone from the target by a truncated or re-created topic "
+                     "(TARGET_RESET), as of its sample at " + sample.observed_at.isoformat()}
+    return known | {"text": _render_known_loss(known)}
+
+
+def _render_known_loss(known: dict[str, Any]) -> str:
+    """`known_loss` in one line, as reports show it."""
+    if not known["records"] and not known["gaps_now"]:
+        return f"known loss on {known['flow']}: none (health check, as of {known['sampled_at']})"
+    parts = ", ".join(f"{r['topic']}-{r['partition']} {r['records']} ({r['cause']})" for r in known["partitions"][:10])
+    return (f"known loss on {known['flow']} (health check, as of {known['sampled_at']}): {known['records']} record(s) — "
+            f"{known['data_loss']} deleted from the source before MM2 replicated them (DATA_LOSS), "
+            f"{known['target_reset']} copies gone from the target (TARGET_RESET)" + (f": {parts}" if parts else "")
+            + (f"; a gap still open on {len(known['gaps_now'])} partition(s)" if known["gaps_now"] else ""))
 
 
 class GroupCheckpointHealth(BaseModel):
@@ -46,6 +82,7 @@ class FlowHealth(BaseModel):
     restarted: list[str] = Field(default_factory=list)
     violations: list[str] = Field(default_factory=list)
     readiness: Readiness | None = None
+    loss: FlowLoss | None = None  # DATA_LOSS and TARGET_RESET found, and the records lost so far
     # The managed groups' committed offsets the pass read on the source (None: unreadable); readiness input.
     committed: dict[str, dict[TP, int]] | None = Field(default=None, exclude=True)
 
@@ -59,14 +96,16 @@ class FlowHealth(BaseModel):
                 "checkpoint_age_s_max": _round(max(ages, default=None)),
                 "hops": self.hops, "problems": self.problems, "restarted": self.restarted,
                 "violations": self.violations,
-                "readiness": self.readiness.sample() if self.readiness else None}
+                "readiness": self.readiness.sample() if self.readiness else None,
+                **(self.loss.sample() if self.loss else {})}
 
     def summary(self) -> dict[str, Any]:
         return {"flow": self.flow, "state": self.status.state.value, "max_lag": self.status.max_lag,
                 "total_lag": self.status.total_lag, "heartbeat_age_s": _round(self.heartbeat_age_s),
                 "checkpoint_age_s": {c.group: _round(c.age_s) for c in self.checkpoints}, "hops": self.hops,
                 "restarted": self.restarted, "violations": self.violations,
-                "readiness": self.readiness.sample() if self.readiness else None}
+                "readiness": self.readiness.sample() if self.readiness else None,
+                "records_lost": self.loss.total() if self.loss else None}
 
 
 class HealthReport(BaseModel):
@@ -104,6 +143,8 @@ class HealthReport(BaseModel):
                            f"{f.flow}: failover readiness {r.positions}/{r.group_partitions} group-partitions "
                            f"({r.exact} proven, {r.recomputed} re-proven, {r.changed} changed); an unplanned "
                            f"failover now re-reads at most {r.reread_max} records, skips 0")
+            if f.loss is not None:
+                out += f.loss.lines(f.flow)
         return out
 
 

@@ -1,6 +1,6 @@
 """The health check as the mm2_health_check task runs it: a pass, restarts if asked (then a second look
-at those flows), the exact RPO of unplanned failovers whose source answers again, and one metrics sample
-per flow in the audit store."""
+at those flows), the exact RPO of unplanned failovers whose source answers again, one metrics sample
+per flow in the audit store, and an audit event for each DATA_LOSS newly counted and each TARGET_RESET."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from mirrorbook.errors import MirrorbookError
 from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks import readiness, rpo
 from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.runbooks.health.loss import DATA_LOSS, TARGET_RESET
 from mirrorbook.runbooks.health.one_pass import collect_once
 from mirrorbook.runbooks.health.params import HealthParams
 from mirrorbook.runbooks.health.restarts import failed_roles, restart_failed
@@ -42,7 +43,27 @@ def run_health_check(clients: Clients, topology: Topology, flows: list[FlowSpec]
     complete_rpo(clients, topology, report, rb)
     for fh in report.flows:
         audit.record_metrics(fh.flow, report.observed_at, fh.metrics(report.observed_at))
+        record_loss(rb, fh)
     return report
+
+
+def record_loss(rb: Runbook, fh: FlowHealth) -> None:
+    """The audit trail's account of lost records: one event when a pass counts records of a DATA_LOSS no pass
+    counted before (a gap that stays open is not recorded again), one per pass that finds a TARGET_RESET."""
+    loss = fh.loss
+    if loss is None:
+        return
+    new = [g for g in loss.gaps if g.new]
+    if new:
+        rb.audit.append(rb.event(action=f"health.{DATA_LOSS.lower()}", kind="step", result="ok", flow=fh.flow,
+                                 details={"records": sum(g.new for g in new), "source": fh.source,
+                                          "partitions": [g.model_dump() | {"records": g.records} for g in new],
+                                          "records_lost_total": loss.total()}))
+    if loss.resets:
+        rb.audit.append(rb.event(action=f"health.{TARGET_RESET.lower()}", kind="step", result="ok", flow=fh.flow,
+                                 details={"records": sum(r.records for r in loss.resets), "target": fh.target,
+                                          "partitions": [r.model_dump() for r in loss.resets],
+                                          "records_lost_total": loss.total()}))
 
 
 def keep_readiness(clients: Clients, topology: Topology, report: HealthReport, audit: AuditStore) -> None:

@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one real devstack (Kafka A and B, Connect + MM2 both ways) per test session.
+"""Session-wide fixtures: one real devstack (Kafka A and B, Connect + MM2 both ways) per test session, and
+beside it one secured stack (`devstack up --secure`) that only the tests asking for it start.
 
 Set MIRRORBOOK_TEST_RUN_DIR to reuse a stack across pytest runs while developing (it is then left
 running at the end); otherwise a fresh stack on free ports is started and purged at the end.
@@ -16,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.connect.client import ConnectClient
 from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
@@ -60,6 +62,27 @@ def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     yield stack
     if not reuse:
         stack.down(purge=True)
+
+
+def secure_stack_settings() -> StackSettings:
+    return stack_settings().model_copy(update={"secure": True})
+
+
+@pytest.fixture(scope="session")
+def secure_devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """The secured stack — SASL_SSL/SCRAM brokers with ACLs, Connect on HTTPS + basic auth, both flows — what
+    `mirrorbook devstack up --secure` starts. Started by the first test that asks (the failover module, the
+    secured runbooks, the refusals, the secret scan); the others never pay for it."""
+    stack = DevStack(tmp_path_factory.mktemp("devstack-secure"))
+    stack.up(secure_stack_settings())
+    yield stack
+    stack.down(purge=True)
+
+
+def stack_clients(stack: DevStack) -> Clients:
+    """Clients for a stack as the CLI sees it: its topology file through the connections file beside it (on a
+    secured stack, the `mirrorbook` principal and Connect's basic-auth user)."""
+    return cli_clients(str(stack.topology_path))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 import pytest
 
 from mirrorbook.audit import AuditStore
+from mirrorbook.connect import ConnectClient
+from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.topology import Topology
 from tests.conftest import REPO, ScratchFlow
@@ -30,13 +32,45 @@ def airflow_db() -> None:
 @pytest.fixture(scope="session")
 def airflow_env(devstack: DevStack, airflow_db: None) -> dict[str, str]:
     """The devstack's topology and its Airflow connections (as AIRFLOW_CONN_* variables)."""
-    env = {"MIRRORBOOK_TOPOLOGY": str(devstack.topology_path)}
-    for conn_id, spec in json.loads(devstack.connections_path.read_text()).items():
-        if spec.get("conn_type") == "spark_connect":
-            continue  # the proofs' engine is each test's choice (spark-submit unless it sets the connection)
-        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(spec)
+    env = {"MIRRORBOOK_TOPOLOGY": str(devstack.topology_path), **connection_env(devstack)}
     os.environ.update(env)
     return env
+
+
+def connection_env(stack: DevStack) -> dict[str, str]:
+    """A stack's Airflow connections as AIRFLOW_CONN_* variables (the proofs' engine stays each test's choice)."""
+    return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(spec)
+            for conn_id, spec in json.loads(stack.connections_path.read_text()).items()
+            if spec.get("conn_type") != "spark_connect"}
+
+
+def ensure_replicating(stack: DevStack) -> None:
+    """Both clusters up and every connector of both flows RUNNING (after a test stopped, paused or killed some)."""
+    stack.start_cluster("A")
+    state = stack.require()
+    for flow in state.flows():
+        with ConnectClient(state.connect_settings(flow.connect_cluster)) as c:
+            for role, name in flow.connectors.items():
+                st = c.status(name)
+                if st.connector.state in ("PAUSED", "STOPPED"):
+                    c.resume(name)
+                elif not reached(st, "RUNNING"):
+                    # After its cluster was killed, a worker can keep a stale UNASSIGNED/FAILED status.
+                    c.restart(name, include_tasks=True)
+                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1,
+                         fail_fast=False)
+
+
+@pytest.fixture
+def secured(secure_devstack: DevStack, airflow_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> DevStack:
+    """The secured stack replicating both ways, and the DAGs pointed at it for this test: its topology file
+    (connection ids only) and its connections — the `mirrorbook` principal on SASL_SSL, Connect on HTTPS with
+    basic auth — as Airflow resolves them in production."""
+    ensure_replicating(secure_devstack)
+    monkeypatch.setenv("MIRRORBOOK_TOPOLOGY", str(secure_devstack.topology_path))
+    for name, value in connection_env(secure_devstack).items():
+        monkeypatch.setenv(name, value)
+    return secure_devstack
 
 
 @pytest.fixture(scope="session")

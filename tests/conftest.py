@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -18,7 +19,7 @@ from typing import Iterator
 import pytest
 
 from mirrorbook.clients import Clients, cli_clients
-from mirrorbook.connect.client import ConnectClient
+from mirrorbook.connect.client import ConnectClient, ConnectSettings
 from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
@@ -159,26 +160,39 @@ def unique(request: pytest.FixtureRequest) -> str:
 
 
 class ScratchFlow:
-    """A flow of a test's own: alias S<hex> for cluster A, replicating only `topic` to B."""
+    """A flow of a test's own: alias S<hex> for cluster A, replicating only `topic` to B; `connect` reaches B's
+    Connect worker (its CA and basic-auth user on a secured stack)."""
 
-    def __init__(self, topology: Topology, alias: str, topic: str) -> None:
+    def __init__(self, topology: Topology, alias: str, topic: str,
+                 connect: ConnectSettings | str | None = None) -> None:
         self.topology = topology
         self.flow = topology.flow(f"{alias}->B")
         self.alias = alias
         self.topic = topic
         self.remote = f"{alias}.{topic}"
+        self.connect = connect
+
+
+@contextmanager
+def scratch_on(stack: DevStack, unique: str) -> Iterator[ScratchFlow]:
+    """A scratch flow on `stack` for the duration of the block."""
+    state = stack.require()
+    alias = "S" + uuid.uuid4().hex[:6].upper()
+    topic = f"scratch-{unique}"
+    KafkaAdmin(state.kafka_config("A")).create_topics({topic: 2})
+    topology = stack.alias_flow(alias, topics=re.escape(topic))
+    scratch = ScratchFlow(topology, alias, topic, state.connect_settings("B"))
+    # The topic exists before the flow, so its source gets a task: wait for it, or a test that
+    # compares states before and after would see MM2's own task assignment as a change.
+    with ConnectClient(state.connect_settings(scratch.flow.connect_cluster)) as client:
+        wait_for(client, scratch.flow.connectors.source, "RUNNING", min_tasks=1)
+    try:
+        yield scratch
+    finally:
+        stack.remove_flow(scratch.flow)
 
 
 @pytest.fixture
-def scratch_flow(devstack: DevStack, admin_a: KafkaAdmin, unique: str) -> Iterator[ScratchFlow]:
-    alias = "S" + uuid.uuid4().hex[:6].upper()
-    topic = f"scratch-{unique}"
-    admin_a.create_topics({topic: 2})
-    topology = devstack.alias_flow(alias, topics=re.escape(topic))
-    scratch = ScratchFlow(topology, alias, topic)
-    # The topic exists before the flow, so its source gets a task: wait for it, or a test that
-    # compares states before and after would see MM2's own task assignment as a change.
-    with ConnectClient(devstack.require().workers[scratch.flow.connect_cluster].url) as client:
-        wait_for(client, scratch.flow.connectors.source, "RUNNING", min_tasks=1)
-    yield scratch
-    devstack.remove_flow(scratch.flow)
+def scratch_flow(devstack: DevStack, unique: str) -> Iterator[ScratchFlow]:
+    with scratch_on(devstack, unique) as scratch:
+        yield scratch

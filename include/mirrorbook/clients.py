@@ -130,7 +130,7 @@ class Clients:
 
     def new_admin(self, alias: str) -> KafkaAdmin:
         """How an alias's admin is made; `admin` keeps it."""
-        return KafkaAdmin(self.kafka_config(alias))
+        return KafkaAdmin(self.kafka_config(alias), name=alias)
 
     def per_pass(self) -> Clients:
         """These clients for one pass over many flows; see `PassClients`."""

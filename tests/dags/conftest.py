@@ -17,7 +17,7 @@ from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.topology import Topology
-from tests.conftest import REPO, ScratchFlow
+from tests.conftest import REPO, ScratchFlow, scratch_on
 
 pytestmark = pytest.mark.airflow
 
@@ -178,3 +178,15 @@ def dag_scratch(scratch_flow: ScratchFlow, use_topology) -> Iterator[ScratchFlow
     """A scratch flow the DAGs can see (its topology is the one MIRRORBOOK_TOPOLOGY points to)."""
     use_topology(scratch_flow.topology)
     yield scratch_flow
+
+
+@pytest.fixture
+def secure_scratch(secured: DevStack, unique: str, use_topology, monkeypatch: pytest.MonkeyPatch
+                   ) -> Iterator[ScratchFlow]:
+    """A scratch flow on the secured stack that the DAGs see; its alias resolves through cluster A's
+    connection (the `mirrorbook` principal), as every id of that topology does."""
+    with scratch_on(secured, unique) as scratch:
+        conns = json.loads(secured.connections_path.read_text())
+        monkeypatch.setenv(f"AIRFLOW_CONN_MIRRORBOOK_KAFKA_{scratch.alias}", json.dumps(conns["mirrorbook_kafka_a"]))
+        use_topology(scratch.topology)
+        yield scratch

@@ -165,7 +165,9 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             raise GateRefused(no_groups(move), NOTHING_TO_MOVE_HINT)
         if not groups:  # a dry run shows the rest of its plan, and this warning in it
             step.note(warning=f"{no_groups(move)}: nothing to move — a real run with these parameters is refused")
-        active = {g: i for g, i in dst.describe_groups(groups).items() if not i.inactive}
+        # Writing a group's offsets on the target takes READ on the group: a principal without it is refused
+        # here, naming the groups, before anything is written.
+        active = {g: i for g, i in dst.describe_groups(groups, need="READ").items() if not i.inactive}
         if active:
             raise _active_refusal(active, move.to_cluster)
         from_states = {g: i.state for g, i in src.describe_groups(groups).items()} if reach[move.from_cluster] else {}

@@ -1,0 +1,130 @@
+"""What a secured cluster refuses, said so an operator can act: the cluster, the principal, what is wrong, the fix.
+
+librdkafka hides most of it: a client with a wrong SCRAM password, an untrusted CA or a plaintext client on a
+TLS listener does not fail — it retries in the background, and an admin call answers an empty group list or
+times out. `probe` looks when a client is made: the errors librdkafka reports (its error callback) during one
+metadata request tell an authentication or TLS failure from a cluster that is simply down (which it leaves to
+the caller, as before). Authorization failures come back on the call that lacked the right: `denied` names it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mirrorbook.errors import MirrorbookError
+
+PROBE_S = 10.0  # at most this long to tell (a healthy cluster answers in milliseconds)
+
+# The right each admin operation needs (Kafka's authorization table), as the refusal names it.
+RIGHTS = {
+    "alter consumer group offsets": "READ on the group (and READ on its topics)",
+    "list consumer group offsets": "DESCRIBE on the group (and DESCRIBE on its topics)",
+    "describe consumer groups": "DESCRIBE on the group",
+    "delete consumer groups": "DELETE on the group",
+    "create topics": "CREATE on the topic (or on the cluster)",
+    "list offsets": "DESCRIBE on the topic",
+    "describe configs": "DESCRIBE_CONFIGS on the topic",
+}
+_AUTHZ = {"GROUP_AUTHORIZATION_FAILED": "group", "TOPIC_AUTHORIZATION_FAILED": "topic",
+          "CLUSTER_AUTHORIZATION_FAILED": "cluster", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "transactional id"}
+
+
+class AccessDenied(MirrorbookError):
+    """The cluster refused this client: authentication, TLS trust, protocol, or an ACL. Never retried."""
+
+
+@dataclass(frozen=True)
+class Who:
+    """A client as refusals name it (never its secrets)."""
+
+    cluster: str  # "Kafka cluster B (localhost:9092)"
+    principal: str  # "User:mirrorbook", or what the protocol makes of a client without SASL
+    protocol: str
+    mechanism: str | None
+    ca: str | None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], name: str | None) -> Who:
+        bootstrap = str(config.get("bootstrap.servers"))
+        protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
+        user = config.get("sasl.username")
+        principal = f"User:{user}" if user else ("User:ANONYMOUS" if protocol in ("PLAINTEXT", "SSL") else "?")
+        return cls(cluster=f"Kafka cluster {name} ({bootstrap})" if name else f"Kafka cluster {bootstrap}",
+                   principal=principal, protocol=protocol,
+                   mechanism=config.get("sasl.mechanism") or config.get("sasl.mechanisms"),
+                   ca=config.get("ssl.ca.location"))
+
+
+def classify(errors: list[KafkaError], who: Who, listener_open: bool) -> AccessDenied | None:
+    """The refusal among what librdkafka reported, or None (down, or nothing wrong)."""
+    for err in errors:
+        text = err.str()
+        if err.name() == "_AUTHENTICATION" or "SASL authentication error" in text:
+            return AccessDenied(
+                f"{who.cluster} refused the credentials of principal {who.principal} ({who.mechanism or 'SASL'}): "
+                "authentication failed — a wrong username or password, or a user the cluster does not know",
+                "correct sasl.username/sasl.password in this cluster's connection (for SCRAM, the user must exist "
+                "on the cluster: kafka-configs --alter --add-config 'SCRAM-SHA-512=[password=…]' --entity-type users)")
+        if "certificate verify failed" in text or (err.name() == "_SSL" and "certificate" in text):
+            trust = f"the CA in ssl.ca.location ({who.ca})" if who.ca else "the system's CA certificates"
+            return AccessDenied(
+                f"{who.cluster}: TLS handshake failed — the broker's certificate is not trusted by {trust} "
+                f"(principal {who.principal} never got to authenticate)",
+                "set ssl.ca.location in this cluster's connection to the CA file that signed the brokers' "
+                "certificates")
+    down = any(e.name() == "_ALL_BROKERS_DOWN" for e in errors)
+    refused = any("Connection refused" in e.str() for e in errors)
+    if down and not refused and listener_open and who.protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        return AccessDenied(
+            f"{who.cluster} accepts connections but drops this {who.protocol} client: the listener expects TLS "
+            "(a plaintext client on a TLS port)",
+            "set security.protocol=SASL_SSL (or SSL) in this cluster's connection, with ssl.ca.location and, for "
+            "SASL, sasl.mechanism/sasl.username/sasl.password")
+    return None
+
+
+def probe(client: Any, errors: deque, who: Who, config: Mapping[str, Any], deadline_s: float = PROBE_S) -> None:
+    """Raise AccessDenied if the cluster refuses this client; return when it answers, or looks merely down."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            client.list_topics(timeout=0.5)
+            return
+        except KafkaException:
+            client.poll(0)
+        seen = list(errors)
+        refusal = classify(seen, who, _listener_open(config))
+        if refusal is not None:
+            raise refusal
+        if any(e.name() == "_ALL_BROKERS_DOWN" for e in seen) or time.monotonic() > end:
+            return  # down (or slow): the calls that follow report it as they always did
+
+
+def denied(err: KafkaError, who: Who, what: str, on: str = "") -> AccessDenied | None:
+    """An authorization failure of `what` (an admin operation), naming the principal and the right it lacks."""
+    kind = _AUTHZ.get(err.name())
+    if kind is None:
+        return None
+    right = RIGHTS.get(what, f"the right to {what} on the {kind}")
+    return AccessDenied(f"{who.cluster}: principal {who.principal} may not {what}{' of ' + on if on else ''} — "
+                        f"it lacks {right} ({err.str()})",
+                        f"grant it: kafka-acls --add --allow-principal {who.principal} --operation "
+                        f"{right.split()[0]} --{kind.replace(' ', '-') if kind != 'cluster' else 'cluster'}"
+                        + ("" if kind == "cluster" else " <name>") + ", or use a connection whose principal has it")
+
+
+def _listener_open(config: Mapping[str, Any]) -> bool:
+    """Whether the first bootstrap server accepts a TCP connection at all."""
+    first = str(config.get("bootstrap.servers", "")).split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -61,16 +64,44 @@ def ensure_replicating(stack: DevStack) -> None:
                          fail_fast=False)
 
 
+def secured_task_logs(stack: DevStack) -> Path:
+    """Where the secured tests' task logs go (dag.test() runs tasks in this process and logs to its console):
+    the secret scan reads them there."""
+    return stack.run_dir / "task-logs"
+
+
+@contextmanager
+def task_log_file(path: Path) -> Iterator[None]:
+    """Every log record of this process at INFO and above, written to `path` too, for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+
+
 @pytest.fixture
-def secured(secure_devstack: DevStack, airflow_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> DevStack:
+def secured(secure_devstack: DevStack, airflow_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+            request: pytest.FixtureRequest) -> Iterator[DevStack]:
     """The secured stack replicating both ways, and the DAGs pointed at it for this test: its topology file
     (connection ids only) and its connections — the `mirrorbook` principal on SASL_SSL, Connect on HTTPS with
-    basic auth — as Airflow resolves them in production."""
+    basic auth — as Airflow resolves them in production. The test's task logs are kept for the secret scan."""
     ensure_replicating(secure_devstack)
     monkeypatch.setenv("MIRRORBOOK_TOPOLOGY", str(secure_devstack.topology_path))
     for name, value in connection_env(secure_devstack).items():
         monkeypatch.setenv(name, value)
-    return secure_devstack
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-150:]
+    with task_log_file(secured_task_logs(secure_devstack) / f"{name}.log"):
+        yield secure_devstack
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from typing import Any
 
 from mirrorbook.bounds import cut
 from mirrorbook.redaction import redact_text
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import MirrorbookError, Refused
 
 NOT_STOPPED_MARKER = "must be in the STOPPED state"
 MESSAGE_LIMIT = 1_000  # Connect's messages are short; a proxy's HTML error page is not
@@ -114,13 +114,14 @@ class ConnectUnreachable(ConnectServerError):
         self.refused = refused
 
 
-class ConnectAuthRefused(ConnectError):
-    """401/403: the worker's REST authentication (e.g. BasicAuthSecurityRestExtension) refused the call."""
+class ConnectAuthRefused(ConnectError, Refused):
+    """401/403: the worker's REST authentication (e.g. BasicAuthSecurityRestExtension) refused the call.
+    Nothing was changed, and repeating the call cannot help."""
 
 
-class ConnectTlsError(ConnectError):
+class ConnectTlsError(ConnectError, Refused):
     """The TLS handshake failed (an untrusted certificate), or plain HTTP reached an HTTPS-only worker:
-    repeating the call cannot help."""
+    nothing was sent that could change anything, and repeating the call cannot help."""
 
 
 class ConnectDeadlineExceeded(ConnectError):

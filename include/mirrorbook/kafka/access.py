@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import Refused
 
 PROBE_S = 10.0  # at most this long to tell (a healthy cluster answers in milliseconds)
 
@@ -35,8 +35,9 @@ _AUTHZ = {"GROUP_AUTHORIZATION_FAILED": "group", "TOPIC_AUTHORIZATION_FAILED": "
           "CLUSTER_AUTHORIZATION_FAILED": "cluster", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "transactional id"}
 
 
-class AccessDenied(MirrorbookError):
-    """The cluster refused this client: authentication, TLS trust, protocol, or an ACL. Never retried."""
+class AccessDenied(Refused):
+    """The cluster refused this client: authentication, TLS trust, protocol, or an ACL. Nothing was changed by
+    the refused call, and retrying cannot help."""
 
 
 @dataclass(frozen=True)

@@ -127,15 +127,15 @@ class KafkaAdmin:
     def client(self) -> AdminClient:
         return self._connect()
 
-    def _connect(self) -> AdminClient:
-        return self._client.get(self._new_client)
+    def _connect(self, probe_s: float | None = None) -> AdminClient:
+        return self._client.get(lambda: self._new_client(probe_s or min(access.PROBE_S, self.timeout)))
 
-    def _new_client(self) -> AdminClient:
+    def _new_client(self, probe_s: float) -> AdminClient:
         """A client the cluster accepts: a refusal (credentials, TLS trust, protocol) is raised here, at the
         first call that needs the cluster, instead of surfacing as empty answers or timeouts."""
         self._errors.clear()
         client = AdminClient({**self.config, "error_cb": self._errors.append})
-        access.probe(client, self._errors, self.who, self.config)
+        access.probe(client, self._errors, self.who, self.config, probe_s)
         return client
 
     def __repr__(self) -> str:
@@ -144,7 +144,7 @@ class KafkaAdmin:
     # -- cluster and topics -------------------------------------------------------------------------
     def ping(self, timeout_s: float = 5.0) -> bool:
         try:
-            md = self.client.list_topics(timeout=timeout_s)
+            md = self._connect(probe_s=timeout_s).list_topics(timeout=timeout_s)
             return bool(md.brokers)
         except KafkaException:
             return False

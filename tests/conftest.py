@@ -20,7 +20,7 @@ import pytest
 
 from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.connect.client import ConnectClient, ConnectSettings
-from mirrorbook.connect.wait import wait_for
+from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -78,6 +78,23 @@ def secure_devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevSta
     stack.up(secure_stack_settings())
     yield stack
     stack.down(purge=True)
+
+
+def ensure_replicating(stack: DevStack) -> None:
+    """Both clusters up and every connector of both flows RUNNING (after a test stopped, paused or killed some)."""
+    stack.start_cluster("A")
+    state = stack.require()
+    for flow in state.flows():
+        with ConnectClient(state.connect_settings(flow.connect_cluster)) as c:
+            for role, name in flow.connectors.items():
+                st = c.status(name)
+                if st.connector.state in ("PAUSED", "STOPPED"):
+                    c.resume(name)
+                elif not reached(st, "RUNNING"):
+                    # After its cluster was killed, a worker can keep a stale UNASSIGNED/FAILED status.
+                    c.restart(name, include_tasks=True)
+                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1,
+                         fail_fast=False)
 
 
 def stack_clients(stack: DevStack) -> Clients:

@@ -16,11 +16,9 @@ from typing import Any, Iterator
 import pytest
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.connect import ConnectClient
-from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.topology import Topology
-from tests.conftest import REPO, ScratchFlow, scratch_on
+from tests.conftest import REPO, ScratchFlow, ensure_replicating, scratch_on
 
 pytestmark = pytest.mark.airflow
 
@@ -45,23 +43,6 @@ def connection_env(stack: DevStack) -> dict[str, str]:
     return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(spec)
             for conn_id, spec in json.loads(stack.connections_path.read_text()).items()
             if spec.get("conn_type") != "spark_connect"}
-
-
-def ensure_replicating(stack: DevStack) -> None:
-    """Both clusters up and every connector of both flows RUNNING (after a test stopped, paused or killed some)."""
-    stack.start_cluster("A")
-    state = stack.require()
-    for flow in state.flows():
-        with ConnectClient(state.connect_settings(flow.connect_cluster)) as c:
-            for role, name in flow.connectors.items():
-                st = c.status(name)
-                if st.connector.state in ("PAUSED", "STOPPED"):
-                    c.resume(name)
-                elif not reached(st, "RUNNING"):
-                    # After its cluster was killed, a worker can keep a stale UNASSIGNED/FAILED status.
-                    c.restart(name, include_tasks=True)
-                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1,
-                         fail_fast=False)
 
 
 def secured_task_logs(stack: DevStack) -> Path:

@@ -4,8 +4,8 @@ command line, in stack.json, the topology or `status`.
 
 What is made (once per run dir, under `<run dir>/security/`, reused by every later `up`):
 - `ca.pem`: a throwaway CA (PEM: librdkafka's `ssl.ca.location`, httpx's `verify`, the JVMs' PEM truststore);
-- `server.p12`: the one server/client certificate of every listener (CN `mirrorbook-devstack`, SAN localhost and
-  127.0.0.1), a PKCS12 keystore the brokers and Connect's Jetty read;
+- `server.p12`: the one server/client certificate of every listener (CN `mirrorbook-devstack`, SAN localhost —
+  docker-compose's adds its service names — and 127.0.0.1), a PKCS12 keystore the brokers and Connect's Jetty read;
 - `secrets.json` (0600): the SCRAM users' passwords, the keystore's and the Connect basic-auth user's;
 - `connect-users.properties`, `connect-jaas.conf` (basic auth: Connect's `PropertyFileLoginModule`), and
   `mm2-client.properties` (the `mm2` principal's JAAS line, read by Connect's FileConfigProvider, so a connector's
@@ -28,7 +28,7 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel, SecretStr
 
@@ -98,16 +98,16 @@ class Material:
     def secrets(self) -> Secrets:
         return Secrets.model_validate_json(self.secrets_path.read_text())
 
-    def ensure(self) -> Material:
-        """Make the CA, the certificate and the secrets once; later calls reuse them (a running stack keeps its
-        credentials across `up`s)."""
+    def ensure(self, hosts: Sequence[str] = ("localhost",)) -> Material:
+        """Make the CA, the certificate (for `hosts`) and the secrets once; later calls reuse them (a running
+        stack keeps its credentials across `up`s)."""
         if self.secrets_path.is_file() and self.keystore.is_file() and self.ca.is_file():
             return self
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o700)
         sec = Secrets(passwords={u: SecretStr(_password()) for u in USERS}, keystore_password=SecretStr(_password()),
                       connect_password=SecretStr(_password()))
-        ca_pem, p12 = _certificates(sec.keystore_password.get_secret_value())
+        ca_pem, p12 = _certificates(sec.keystore_password.get_secret_value(), hosts)
         self.ca.write_bytes(ca_pem)
         write_private(self.keystore, p12)
         write_private(self.secrets_path, json.dumps({
@@ -129,16 +129,24 @@ class Material:
 
     # -- brokers --------------------------------------------------------------------------------------------
     def broker_properties(self, broker_port: int, controller_port: int) -> dict[str, object]:
-        """What a secured broker sets over the plaintext one's listeners."""
-        sec = self.secrets()
+        """What a secured devstack broker sets over the plaintext one's listeners."""
         return {
             "listeners": f"SASL_SSL://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
             "advertised.listeners": f"SASL_SSL://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
-            "inter.broker.listener.name": "SASL_SSL",
             "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+            **self.broker_security(("SASL_SSL",)),
+        }
+
+    def broker_security(self, sasl_listeners: Sequence[str]) -> dict[str, object]:
+        """A secured broker's settings but its listeners (`sasl_listeners`: the names of its SASL_SSL ones, the
+        first the inter-broker one) — the devstack's and docker-compose's secured brokers alike."""
+        sec = self.secrets()
+        return {
+            "inter.broker.listener.name": sasl_listeners[0],
             "sasl.enabled.mechanisms": MECHANISM,
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
-            f"listener.name.sasl_ssl.{MECHANISM.lower()}.{JAAS_KEY}": jaas(SUPER_USER, sec.password(SUPER_USER)),
+            **{f"listener.name.{name.lower()}.{MECHANISM.lower()}.{JAAS_KEY}": jaas(SUPER_USER, sec.password(SUPER_USER))
+               for name in sasl_listeners},
             "listener.name.controller.ssl.client.auth": "required",
             "ssl.keystore.type": "PKCS12",
             "ssl.keystore.location": self.keystore,
@@ -160,13 +168,13 @@ class Material:
         return out
 
     # -- Connect --------------------------------------------------------------------------------------------
-    def worker_properties(self, rest_port: int) -> dict[str, object]:
+    def worker_properties(self, rest_port: int, host: str = "localhost") -> dict[str, object]:
         """A secured worker: REST on HTTPS only behind basic auth; its own clients as `mm2` on SASL_SSL; the file
         config provider for the connectors' `${file:…}` references."""
         sec = self.secrets()
         clients = self.java_client_properties("mm2")
         out: dict[str, object] = {
-            "listeners": f"https://localhost:{rest_port}",
+            "listeners": f"https://{host}:{rest_port}",
             "rest.advertised.listener": "https",
             "listeners.https.ssl.keystore.type": "PKCS12",
             "listeners.https.ssl.keystore.location": self.keystore,
@@ -207,9 +215,9 @@ class Material:
         return ConnectSettings(url=url, name=name, username=CONNECT_USER, password=self.secrets().connect_password,
                                verify=str(self.ca))
 
-    def connect_connection(self, port: int) -> dict[str, object]:
+    def connect_connection(self, port: int, host: str = "localhost") -> dict[str, object]:
         """The `kafka_connect` Airflow connection of a secured worker."""
-        return {"conn_type": "kafka_connect", "host": "localhost", "port": port, "schema": "https",
+        return {"conn_type": "kafka_connect", "host": host, "port": port, "schema": "https",
                 "login": CONNECT_USER, "password": self.secrets().connect_password.get_secret_value(),
                 "extra": {"use_tls": True, "verify": str(self.ca)}}
 
@@ -278,8 +286,9 @@ def write_private(path: Path, data: bytes) -> None:
         out.write(data)
 
 
-def _certificates(keystore_password: str) -> tuple[bytes, bytes]:
-    """A throwaway CA (PEM) and one certificate it signed for localhost (server and client use), as PKCS12."""
+def _certificates(keystore_password: str, hosts: Sequence[str] = ("localhost",)) -> tuple[bytes, bytes]:
+    """A throwaway CA (PEM) and one certificate it signed for `hosts` and 127.0.0.1 (server and client use), as
+    PKCS12."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -302,7 +311,7 @@ def _certificates(keystore_password: str) -> tuple[bytes, bytes]:
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CERT_CN)]))
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(start).not_valid_after(end)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+            .add_extension(x509.SubjectAlternativeName([*(x509.DNSName(h) for h in hosts),
                                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                            critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),

@@ -97,6 +97,25 @@ def ensure_replicating(stack: DevStack) -> None:
                          fail_fast=False)
 
 
+def serving_pems(stack: DevStack, into: Path) -> tuple[str, str]:
+    """The secured stack's certificate and key as PEM files (0600) in `into`: for a local HTTPS server of a test
+    (the fault proxy in front of Connect) that clients trusting the stack's CA accept."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from mirrorbook.devstack.security import write_private
+
+    material = stack.require().security
+    assert material is not None, "a secured stack has a certificate"
+    password = material.secrets().keystore_password.get_secret_value().encode()
+    key, cert, _ = pkcs12.load_key_and_certificates(material.keystore.read_bytes(), password)
+    cert_path, key_path = into / "proxy-cert.pem", into / "proxy-key.pem"
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    write_private(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
 def stack_clients(stack: DevStack) -> Clients:
     """Clients for a stack as the CLI sees it: its topology file through the connections file beside it (on a
     secured stack, the `mirrorbook` principal and Connect's basic-auth user)."""

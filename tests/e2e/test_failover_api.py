@@ -79,7 +79,7 @@ def test_planned_failover_over_rest_runs_and_is_audited_with_the_api_user(e2e: E
     report = [a for a in e2e.audit.artifacts(run_id=run_id) if a.kind == "failover-report"]
     assert report and report[-1].summary["plan"]["skipped"] == 0
     assert report[-1].summary["plan"]["groups"] == len(scratch.groups)
-    on_b = KafkaAdmin(e2e.stack.brokers["B"].bootstrap).committed_offsets(scratch.groups[:2])  # "end", "end-7"
+    on_b = KafkaAdmin(e2e.stack.kafka_config("B")).committed_offsets(scratch.groups[:2])  # "end", "end-7"
     assert all(on_b[g] for g in scratch.groups[:2]), on_b
     with e2e.client() as api:
         assert api.get(f"/mirrorbook{scratch.path}").json()["state"] == "DISABLED"

@@ -20,7 +20,7 @@ FLAGS = {"enabled", "ready", "allConnectorsRunning", "sourceTaskRunning"}
 
 
 def _connect_states(e2e: E2E, flow) -> dict[str, str]:
-    with ConnectClient(e2e.stack.workers["B"].url) as c:
+    with ConnectClient(e2e.stack.connect_settings("B")) as c:
         return {role: c.status(name).connector.state for role, name in flow.connectors.items()}
 
 
@@ -158,8 +158,8 @@ def test_offsets_keep_connects_semantics_and_no_refused_change_reaches_connect(e
             "cluster": e2e.ops.alias, "topic": e2e.ops.topic, "partition": 0}, "offset": {"offset": -5}}]})
         reset_running = api.delete(f"{API}{e2e.ops.path}/offsets")
     # Connect itself, asked directly, refuses the same PATCH with the same words.
-    connects_own = httpx.patch(f"{e2e.stack.workers['B'].url}/connectors/{name.replace('>', '%3E')}/offsets",
-                               json=body, timeout=30).json()
+    with httpx.Client(**e2e.stack.connect_settings("B").httpx_kwargs()) as connect:  # HTTPS, basic auth
+        connects_own = connect.patch(f"/connectors/{name.replace('>', '%3E')}/offsets", json=body).json()
 
     assert {(e["partition"]["topic"], e["partition"]["partition"]) for e in listed["offsets"]} >= {
         (e2e.ops.topic, 0), (e2e.ops.topic, 1)}
@@ -172,7 +172,7 @@ def test_offsets_keep_connects_semantics_and_no_refused_change_reaches_connect(e
     assert e2e.proxy.calls("PATCH")[patches_before:] == [] and e2e.proxy.calls("DELETE", r"/offsets$") == []
 
     # Stopped, the same PATCH goes through: snapshot first, audited with the user, visible in GET.
-    with ConnectClient(e2e.stack.workers["B"].url) as c:
+    with ConnectClient(e2e.stack.connect_settings("B")) as c:
         c.stop(name)
         wait_for(c, name, "STOPPED", timeout_s=60)
     with e2e.client() as api:

@@ -53,7 +53,9 @@ def secured_task_logs(stack: DevStack) -> Path:
 
 @contextmanager
 def task_log_file(path: Path) -> Iterator[None]:
-    """Every log record of this process at INFO and above, written to `path` too, for the block."""
+    """The log records of this process, written to `path` too, for the block: mirrorbook's at INFO and above, Airflow's
+    at the level its own logging config gives them (dag.test() runs tasks here; a real Airflow's task logs are
+    files, scanned by tests/e2e/test_secrets_nowhere.py)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setLevel(logging.INFO)

@@ -49,13 +49,18 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose["services"]
 
 
-@pytest.fixture(scope="module")
-def render() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_configs", REPO / "docker" / "render_configs.py")
+def docker_script(name: str) -> ModuleType:
+    """A script of docker/ (not a package), loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "docker" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def render() -> ModuleType:
+    return docker_script("render_configs")
 
 
 def env(service: dict[str, Any]) -> dict[str, str]:
@@ -409,11 +414,7 @@ def secure_compose() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def secure_init() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("secure_init", REPO / "docker" / "secure_init.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docker_script("secure_init")
 
 
 @pytest.fixture(scope="module")

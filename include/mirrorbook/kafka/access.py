@@ -9,7 +9,7 @@ the caller, as before). Authorization failures come back on the call that lacked
 
 from __future__ import annotations
 
-import socket
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -62,7 +62,40 @@ class Who:
                    ca=config.get("ssl.ca.location"))
 
 
-def classify(errors: list[KafkaError], who: Who, listener_open: bool) -> AccessDenied | None:
+class Reports:
+    """What librdkafka tells about one client: its errors (error callback) and its log lines (its logger, which
+    passes them on to mirrorbook's rdkafka logger as before)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.errors: deque = deque(maxlen=50)
+        self.lines: deque = deque(maxlen=200)
+        base = config.get("logger")
+        # Not registered with logging: it lives and dies with its client. It hears every line librdkafka gives
+        # and passes on to the configured logger exactly what that logger would have logged.
+        self.logger = logging.Logger("mirrorbook.kafka.rdkafka", logging.DEBUG)
+        self.logger.propagate = False
+        self.logger.addHandler(_Tap(self.lines, base if isinstance(base, logging.Logger) else None))
+
+    def client_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {**config, "error_cb": self.errors.append, "logger": self.logger}
+
+    def clear(self) -> None:
+        self.errors.clear()
+        self.lines.clear()
+
+
+class _Tap(logging.Handler):
+    def __init__(self, into: deque, then: logging.Logger | None) -> None:
+        super().__init__(logging.DEBUG)
+        self.into, self.then = into, then
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record.getMessage())
+        if self.then is not None and self.then.isEnabledFor(record.levelno):
+            self.then.handle(record)
+
+
+def classify(errors: list[KafkaError], who: Who, lines: list[str] = ()) -> AccessDenied | None:
     """The refusal among what librdkafka reported, or None (down, or nothing wrong)."""
     for err in errors:
         text = err.str()
@@ -79,9 +112,12 @@ def classify(errors: list[KafkaError], who: Who, listener_open: bool) -> AccessD
                 f"(principal {who.principal} never got to authenticate)",
                 "set ssl.ca.location in this cluster's connection to the CA file that signed the brokers' "
                 "certificates")
-    down = any(e.name() == "_ALL_BROKERS_DOWN" for e in errors)
-    refused = any("Connection refused" in e.str() for e in errors)
-    if down and not refused and listener_open and who.protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+    # A TLS listener closes a plaintext client's connection at its first request (librdkafka: "closed by peer …
+    # in state APIVERSION_QUERY", or its own hint about security.protocol); a broker merely starting or stopping
+    # holds or refuses the connection instead.
+    dropped = [ln for ln in lines if ("closed by peer" in ln and "APIVERSION_QUERY" in ln)
+               or "incorrect security.protocol" in ln]
+    if len(dropped) >= 2 and who.protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return AccessDenied(
             f"{who.cluster} accepts connections but drops this {who.protocol} client: the listener expects TLS "
             "(a plaintext client on a TLS port)",
@@ -90,7 +126,7 @@ def classify(errors: list[KafkaError], who: Who, listener_open: bool) -> AccessD
     return None
 
 
-def probe(client: Any, errors: deque, who: Who, config: Mapping[str, Any], deadline_s: float = PROBE_S) -> None:
+def probe(client: Any, reports: Reports, who: Who, deadline_s: float = PROBE_S) -> None:
     """Raise AccessDenied if the cluster refuses this client; return when it answers, or looks merely down."""
     end = time.monotonic() + deadline_s
     while True:
@@ -99,11 +135,12 @@ def probe(client: Any, errors: deque, who: Who, config: Mapping[str, Any], deadl
             return
         except KafkaException:
             client.poll(0)
-        seen = list(errors)
-        refusal = classify(seen, who, _listener_open(config))
+        seen = list(reports.errors)
+        refusal = classify(seen, who, list(reports.lines))
         if refusal is not None:
             raise refusal
-        if any(e.name() == "_ALL_BROKERS_DOWN" for e in seen) or time.monotonic() > end:
+        down = any(e.name() == "_ALL_BROKERS_DOWN" for e in seen)
+        if (down and not any("APIVERSION_QUERY" in ln for ln in reports.lines)) or time.monotonic() > end:
             return  # down (or slow): the calls that follow report it as they always did
 
 
@@ -118,14 +155,3 @@ def denied(err: KafkaError, who: Who, what: str, on: str = "") -> AccessDenied |
                         f"grant it: kafka-acls --add --allow-principal {who.principal} --operation "
                         f"{right.split()[0]} --{kind.replace(' ', '-') if kind != 'cluster' else 'cluster'}"
                         + ("" if kind == "cluster" else " <name>") + ", or use a connection whose principal has it")
-
-
-def _listener_open(config: Mapping[str, Any]) -> bool:
-    """Whether the first bootstrap server accepts a TCP connection at all."""
-    first = str(config.get("bootstrap.servers", "")).split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=1.0):
-            return True
-    except (OSError, ValueError):
-        return False

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping
 
@@ -105,7 +104,7 @@ class KafkaAdmin:
         self.config = client_config(config)
         self.timeout = request_timeout_s
         self.who = access.Who.of(self.config, name)  # how refusals name this client (cluster alias, principal)
-        self._errors: deque = deque(maxlen=50)  # what librdkafka reported (its error callback): see `access`
+        self._reports = access.Reports(self.config)  # what librdkafka reports of this client: see `access`
         self._client = _Once()  # shared with per-pass views: a client renewed by one is renewed for all
         self._pass_listing: _Once | None = None  # set on a per-pass view only
 
@@ -133,9 +132,9 @@ class KafkaAdmin:
     def _new_client(self, probe_s: float) -> AdminClient:
         """A client the cluster accepts: a refusal (credentials, TLS trust, protocol) is raised here, at the
         first call that needs the cluster, instead of surfacing as empty answers or timeouts."""
-        self._errors.clear()
-        client = AdminClient({**self.config, "error_cb": self._errors.append})
-        access.probe(client, self._errors, self.who, self.config, probe_s)
+        self._reports.clear()
+        client = AdminClient(self._reports.client_config(self.config))
+        access.probe(client, self._reports, self.who, probe_s)
         return client
 
     def __repr__(self) -> str:

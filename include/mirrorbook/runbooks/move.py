@@ -147,7 +147,7 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             step.note(own_stop=f"this run stopped {move.via.name} at {stopped_at}: it is expected stopped, "
                                "not waited for")
         # A re-run does not judge the flow (its plan stands), so it gives no source task time to come back.
-        status = _settled_status(clients, move.via, reach[move.from_cluster],
+        status = settled_status(clients, move.via, reach[move.from_cluster],
                                  wait_s=30.0 if move.planned and not resuming and not stopped_at else 0.0)
         if resuming:
             step.note(resuming="this run already has a plan: re-checking reachability only")
@@ -178,7 +178,7 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
     return step.outcome
 
 
-def _settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: float) -> Any:
+def settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: float) -> Any:
     """The flow's status, giving a source task that is being reassigned (MM2 reconfigures its tasks
     when topics appear) up to `wait_s` to come back before judging."""
     deadline = time.monotonic() + wait_s

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mirrorbook.booleans import parse_bool
+from mirrorbook.bounds import cut
 from mirrorbook.connect import ConnectSettings
 from mirrorbook.errors import MirrorbookError
 
@@ -90,7 +91,13 @@ def load_connections(path: str | Path) -> dict[str, FileConnection]:
     for conn_id, spec in data.items():
         extra = spec.get("extra") or {}
         if isinstance(extra, str):
-            extra = json.loads(extra or "{}")
+            try:
+                extra = json.loads(extra or "{}")
+            except ValueError:
+                extra = None
+        if not isinstance(extra, dict):
+            raise MirrorbookError(f"Connections file {p}: connection {cut(conn_id)!r} has an extra that is not a "
+                                  "JSON object")
         out[conn_id] = FileConnection(conn_id=conn_id, conn_type=str(spec.get("conn_type", "")),
                                       host=spec.get("host"), port=spec.get("port"), schema=spec.get("schema"),
                                       login=spec.get("login"), password=spec.get("password"), extra_dejson=extra)

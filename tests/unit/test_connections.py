@@ -21,14 +21,17 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size
 
 
 @settings(max_examples=150, deadline=None)
-@given(content=st.one_of(JSON.map(json.dumps), st.text(max_size=40)))
+@given(content=st.one_of(JSON.map(json.dumps), st.text(max_size=40),
+                         st.dictionaries(st.text(max_size=5), st.fixed_dictionaries(
+                             {"conn_type": st.text(max_size=5)}, optional={"extra": JSON, "port": JSON}),
+                             max_size=2).map(json.dumps)))
 def test_any_file_gives_connections_or_a_refusal_naming_the_file(tmp_path_factory, content):
     path = tmp_path_factory.mktemp("conns") / "airflow-connections.json"
     path.write_text(content)
     try:
         conns = load_connections(path)
     except MirrorbookError as exc:
-        assert str(exc).startswith(f"Connections file {path} "), exc  # names the file, echoes none of it
+        assert str(exc).startswith(f"Connections file {path}"), exc  # names the file first
         return
     for conn_id, conn in conns.items():
         assert conn.conn_id == conn_id and isinstance(conn.extra_dejson, dict)

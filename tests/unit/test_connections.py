@@ -20,7 +20,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size
                     max_leaves=10)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(content=st.one_of(JSON.map(json.dumps), st.text(max_size=40),
                          st.dictionaries(st.text(max_size=5), st.fixed_dictionaries(
                              {"conn_type": st.text(max_size=5)}, optional={"extra": JSON, "port": JSON}),

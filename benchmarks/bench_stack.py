@@ -13,8 +13,9 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def throwaway_stack(prefix: str, **mm2: int) -> Iterator[tuple[Path, DevStack]]:
-    """Yields (work dir, running stack); `mm2` overrides Mm2Settings (e.g. checkpoint_interval_s=2)."""
+def throwaway_stack(prefix: str, secure: bool = False, **mm2: int) -> Iterator[tuple[Path, DevStack]]:
+    """Yields (work dir, running stack); `mm2` overrides Mm2Settings (e.g. checkpoint_interval_s=2); `secure`
+    starts it as `devstack up --secure` does."""
     from mirrorbook.devstack.config import Mm2Settings, StackSettings
     from mirrorbook.devstack.stack import DevStack
 
@@ -22,8 +23,8 @@ def throwaway_stack(prefix: str, **mm2: int) -> Iterator[tuple[Path, DevStack]]:
     stack = DevStack(work / "stack")
     try:
         t0 = time.monotonic()
-        stack.up(StackSettings(mm2=Mm2Settings(**mm2)))
-        print(f"devstack up in {time.monotonic() - t0:.1f}s ({work})")
+        stack.up(StackSettings(mm2=Mm2Settings(**mm2), secure=secure))
+        print(f"{'secured ' if secure else ''}devstack up in {time.monotonic() - t0:.1f}s ({work})")
         yield work, stack
     finally:
         stack.down(purge=True)

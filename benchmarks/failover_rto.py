@@ -18,7 +18,12 @@ the groups deleted on B): proofs off, proofs by spark-submit, proofs on a warm S
 (`devstack up --spark`, its first query paid before, as a running server has), printing
 failover_rto_s_off / _submit / _connect and proof_rto_ratio = connect / off. All through dag.test().
 
-Run: .venv/bin/python benchmarks/failover_rto.py [--records-per-partition 6000] [--groups 20] [--compare]
+With --secure the same scene is failed over on a plaintext stack and then on a secured one
+(`devstack up --secure`: the runbook's clients on SASL_SSL/SCRAM as the `mirrorbook` principal within its ACLs,
+Connect on HTTPS + basic auth, through the Airflow connections the stack writes), one after the other in one
+run, printing failover_rto_s_plaintext / _secured and secure_rto_ratio = secured / plaintext (target <= 1.3).
+
+Run: .venv/bin/python benchmarks/failover_rto.py [--records-per-partition 6000] [--groups 20] [--compare | --secure]
 """
 
 from __future__ import annotations
@@ -59,7 +64,11 @@ def main() -> int:
     ap.add_argument("--compare", action="store_true",
                     help="the same scene three ways in one run: proofs off, by spark-submit, by a warm Spark "
                          "Connect server (devstack up --spark)")
+    ap.add_argument("--secure", action="store_true",
+                    help="the same scene on a plaintext and on a secured stack, one after the other; ratio printed")
     args = ap.parse_args()
+    if args.secure:
+        return _secure_compare(args)
 
     from mirrorbook.devstack.workload import GroupSpec, load
 
@@ -121,6 +130,63 @@ def main() -> int:
             print(f"RESULT failover_rto_s_{k}={v:.2f} s")
         print(f"RESULT proof_rto_ratio={rtos['connect'] / rtos['off']:.2f}")
         return 0
+
+
+def _scene(args: argparse.Namespace) -> tuple[list[str], list]:
+    from mirrorbook.devstack.workload import GroupSpec
+
+    lags = [0, 1, 10, 100, 500, 1000, 2500, args.records_per_partition // 2]
+    return [f"rto-{i}" for i in range(3)], [GroupSpec(name=f"rto-g{i:02d}", position=f"end-{lags[i % len(lags)] + i}")
+                                          for i in range(args.groups)]
+
+
+def _secure_compare(args: argparse.Namespace) -> int:
+    """The scene on a plaintext stack, then on a secured one; one Airflow home, one process, the same DAG."""
+    from mirrorbook.devstack.workload import load
+
+    topics, groups = _scene(args)
+    rtos: dict[str, float | None] = {}
+    dag = None
+    for kind in ("plaintext", "secured"):
+        secure = kind == "secured"
+        print(f"== {kind}: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+        with throwaway_stack(f"mb-rto-{kind}-", secure=secure, checkpoint_interval_s=5, refresh_topics_interval_s=5,
+                             refresh_groups_interval_s=5) as (work, stack):
+            state = stack.require()
+            t0 = time.monotonic()
+            report = load(state.kafka_config("A", "app"), topics, 6, args.records_per_partition, groups)
+            print(f"loaded {report.produced} records, parked {len(report.groups)} groups in "
+                  f"{time.monotonic() - t0:.1f}s")
+            if secure:
+                # The stack's own topology (connection ids only) and its connections, as Airflow reads them.
+                topo_path = stack.topology_path
+                for conn_id, spec in json.loads(stack.connections_path.read_text()).items():
+                    if spec.get("conn_type") != "spark_connect":
+                        os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(spec)
+            else:
+                topo = state.topology().model_copy(deep=True)
+                for spec in [*topo.clusters.values(), *topo.connect_clusters.values()]:
+                    spec.connection_id = f"bench_{spec.connection_id}"  # use the stack's own addresses
+                topo_path = work / "topology.yaml"
+                topo_path.write_text(topo.to_yaml())
+            if dag is None:
+                _airflow_env(work / "airflow", topo_path)
+                from airflow.dag_processing.dagbag import DagBag
+
+                dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
+            os.environ["MIRRORBOOK_TOPOLOGY"] = str(topo_path)
+            conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": args.translation,
+                    "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False, "parity": args.parity}
+            warm = dag.test(run_conf={**conf, "dry_run": True})
+            print(f"warm-up dry run: {warm.state}")
+            rtos[kind] = _measure(dag, conf, results=False)
+    if any(v is None for v in rtos.values()):
+        return 1
+    print(f"(figures from dag.test(); parity={args.parity}; target: secured <= 1.3x plaintext)")
+    for k, v in rtos.items():
+        print(f"RESULT failover_rto_s_{k}={v:.2f} s")
+    print(f"RESULT secure_rto_ratio={rtos['secured'] / rtos['plaintext']:.2f}")
+    return 0
 
 
 def _reset(stack, groups: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one real devstack (Kafka A and B, Connect + MM2 both ways) per test session.
+"""Session-wide fixtures: one real devstack (Kafka A and B, Connect + MM2 both ways) per test session, and
+beside it one secured stack (`devstack up --secure`) that only the tests asking for it start.
 
 Set MIRRORBOOK_TEST_RUN_DIR to reuse a stack across pytest runs while developing (it is then left
 running at the end); otherwise a fresh stack on free ports is started and purged at the end.
@@ -10,14 +11,16 @@ import os
 import re
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from mirrorbook.connect.client import ConnectClient
-from mirrorbook.connect.wait import wait_for
+from mirrorbook.clients import Clients, cli_clients
+from mirrorbook.connect.client import ConnectClient, ConnectSettings
+from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -60,6 +63,63 @@ def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     yield stack
     if not reuse:
         stack.down(purge=True)
+
+
+def secure_stack_settings() -> StackSettings:
+    return stack_settings().model_copy(update={"secure": True})
+
+
+@pytest.fixture(scope="session")
+def secure_devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    """The secured stack — SASL_SSL/SCRAM brokers with ACLs, Connect on HTTPS + basic auth, both flows — what
+    `mirrorbook devstack up --secure` starts. Started by the first test that asks (the failover module, the
+    secured runbooks, the refusals, the secret scan); the others never pay for it."""
+    stack = DevStack(tmp_path_factory.mktemp("devstack-secure"))
+    stack.up(secure_stack_settings())
+    yield stack
+    stack.down(purge=True)
+
+
+def ensure_replicating(stack: DevStack) -> None:
+    """Both clusters up and every connector of both flows RUNNING (after a test stopped, paused or killed some)."""
+    stack.start_cluster("A")
+    state = stack.require()
+    for flow in state.flows():
+        with ConnectClient(state.connect_settings(flow.connect_cluster)) as c:
+            for role, name in flow.connectors.items():
+                st = c.status(name)
+                if st.connector.state in ("PAUSED", "STOPPED"):
+                    c.resume(name)
+                elif not reached(st, "RUNNING"):
+                    # After its cluster was killed, a worker can keep a stale UNASSIGNED/FAILED status.
+                    c.restart(name, include_tasks=True)
+                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1,
+                         fail_fast=False)
+
+
+def serving_pems(stack: DevStack, into: Path) -> tuple[str, str]:
+    """The secured stack's certificate and key as PEM files (0600) in `into`: for a local HTTPS server of a test
+    (the fault proxy in front of Connect) that clients trusting the stack's CA accept."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from mirrorbook.devstack.security import write_private
+
+    material = stack.require().security
+    assert material is not None, "a secured stack has a certificate"
+    password = material.secrets().keystore_password.get_secret_value().encode()
+    key, cert, _ = pkcs12.load_key_and_certificates(material.keystore.read_bytes(), password)
+    cert_path, key_path = into / "proxy-cert.pem", into / "proxy-key.pem"
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    write_private(key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def stack_clients(stack: DevStack) -> Clients:
+    """Clients for a stack as the CLI sees it: its topology file through the connections file beside it (on a
+    secured stack, the `mirrorbook` principal and Connect's basic-auth user)."""
+    return cli_clients(str(stack.topology_path))
 
 
 @dataclass(frozen=True)
@@ -136,26 +196,39 @@ def unique(request: pytest.FixtureRequest) -> str:
 
 
 class ScratchFlow:
-    """A flow of a test's own: alias S<hex> for cluster A, replicating only `topic` to B."""
+    """A flow of a test's own: alias S<hex> for cluster A, replicating only `topic` to B; `connect` reaches B's
+    Connect worker (its CA and basic-auth user on a secured stack)."""
 
-    def __init__(self, topology: Topology, alias: str, topic: str) -> None:
+    def __init__(self, topology: Topology, alias: str, topic: str,
+                 connect: ConnectSettings | str | None = None) -> None:
         self.topology = topology
         self.flow = topology.flow(f"{alias}->B")
         self.alias = alias
         self.topic = topic
         self.remote = f"{alias}.{topic}"
+        self.connect = connect
+
+
+@contextmanager
+def scratch_on(stack: DevStack, unique: str) -> Iterator[ScratchFlow]:
+    """A scratch flow on `stack` for the duration of the block."""
+    state = stack.require()
+    alias = "S" + uuid.uuid4().hex[:6].upper()
+    topic = f"scratch-{unique}"
+    KafkaAdmin(state.kafka_config("A")).create_topics({topic: 2})
+    topology = stack.alias_flow(alias, topics=re.escape(topic))
+    scratch = ScratchFlow(topology, alias, topic, state.connect_settings("B"))
+    # The topic exists before the flow, so its source gets a task: wait for it, or a test that
+    # compares states before and after would see MM2's own task assignment as a change.
+    with ConnectClient(state.connect_settings(scratch.flow.connect_cluster)) as client:
+        wait_for(client, scratch.flow.connectors.source, "RUNNING", min_tasks=1)
+    try:
+        yield scratch
+    finally:
+        stack.remove_flow(scratch.flow)
 
 
 @pytest.fixture
-def scratch_flow(devstack: DevStack, admin_a: KafkaAdmin, unique: str) -> Iterator[ScratchFlow]:
-    alias = "S" + uuid.uuid4().hex[:6].upper()
-    topic = f"scratch-{unique}"
-    admin_a.create_topics({topic: 2})
-    topology = devstack.alias_flow(alias, topics=re.escape(topic))
-    scratch = ScratchFlow(topology, alias, topic)
-    # The topic exists before the flow, so its source gets a task: wait for it, or a test that
-    # compares states before and after would see MM2's own task assignment as a change.
-    with ConnectClient(devstack.require().workers[scratch.flow.connect_cluster].url) as client:
-        wait_for(client, scratch.flow.connectors.source, "RUNNING", min_tasks=1)
-    yield scratch
-    devstack.remove_flow(scratch.flow)
+def scratch_flow(devstack: DevStack, unique: str) -> Iterator[ScratchFlow]:
+    with scratch_on(devstack, unique) as scratch:
+        yield scratch

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,13 +55,19 @@ class Logged:
 
 @dataclass
 class FaultProxy:
+    """`verify`: how the proxy checks an HTTPS upstream (a CA file); `tls`: (certificate, key) PEM files it serves
+    HTTPS with itself — in front of a secured worker, the client's TLS and basic auth are what they would be
+    without the proxy (the Authorization header is passed on)."""
+
     upstream: str
     faults: list[Fault] = field(default_factory=list)
     log: list[Logged] = field(default_factory=list)
+    verify: bool | str = True
+    tls: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._http = httpx.Client(base_url=self.upstream, timeout=60)
+        self._http = httpx.Client(base_url=self.upstream, timeout=60, verify=self.verify)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,7 +95,11 @@ class FaultProxy:
             do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = _handle
 
         self._server = ThreadingHTTPServer(("localhost", 0), Handler)
-        self.url = f"http://localhost:{self._server.server_address[1]}"
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.url = f"{'https' if self.tls else 'http'}://localhost:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def _answer(self, entry: Logged, path: str, raw: bytes, headers: dict[str, str]) -> tuple[int, dict, bytes]:

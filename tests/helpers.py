@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 
 T = TypeVar("T")
+Config = str | Mapping[str, Any]  # bootstrap servers, or a client config (a secured stack's)
 
 
 def eventually(fn: Callable[[], T], *, timeout: float = 60.0, interval: float = 0.5, what: str = "condition") -> T:
@@ -45,23 +47,23 @@ def wait_mirrored(admin_src: KafkaAdmin, admin_dst: KafkaAdmin, topic: str, remo
     return eventually(caught_up, timeout=timeout, what=f"{topic} mirrored to {remote}")
 
 
-def set_topic_config(bootstrap: str, topic: str, key: str, value: str | None) -> None:
+def set_topic_config(bootstrap: Config, topic: str, key: str, value: str | None) -> None:
     """Set one config of a topic (None: delete it, back to the broker's default)."""
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry(key, value, incremental_operation=op)])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the futures resolve
+    admin = AdminClient(client_config(bootstrap))  # kept referenced until the futures resolve
     for fut in admin.incremental_alter_configs([res]).values():
         fut.result()
 
 
-def seqs(bootstrap: str, tp: TP, start: int, end: int) -> list[int]:
+def seqs(bootstrap: Config, tp: TP, start: int, end: int) -> list[int]:
     """The workload sequence numbers a consumer positioned at `start` reads up to `end`."""
     return [json.loads(m.value())["seq"] for m in read_ranges(bootstrap, {tp: (start, end)})]
 
 
-def next_seqs_as_group(bootstrap: str, group: str, tps: list[TP], timeout: float = 30.0) -> dict[TP, int | None]:
+def next_seqs_as_group(bootstrap: Config, group: str, tps: list[TP], timeout: float = 30.0) -> dict[TP, int | None]:
     """What a consumer of `group` reads first on each partition, starting from the group's committed
     offsets (auto.offset.reset=error: a missing offset fails instead of silently starting elsewhere).
     None: the group is at the end of that partition. Assigns, never joins: the group stays inactive."""
@@ -76,8 +78,8 @@ def next_seqs_as_group(bootstrap: str, group: str, tps: list[TP], timeout: float
     todo = {tp for tp in tps if tp not in out}
     if not todo:
         return out
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "error"})
+    c = Consumer(client_config(bootstrap, **{"group.id": group, "enable.auto.commit": False,
+                                             "auto.offset.reset": "error"}))
     try:
         c.assign([TopicPartition(tp.topic, tp.partition, OFFSET_STORED) for tp in todo])
         deadline = time.monotonic() + timeout
@@ -101,13 +103,14 @@ def next_seqs_as_group(bootstrap: str, group: str, tps: list[TP], timeout: float
 class ActiveConsumer:
     """A real consumer, subscribed as a member of `group` (so the group is STABLE/active) until stopped."""
 
-    def __init__(self, bootstrap: str, group: str, topics: list[str]) -> None:
+    def __init__(self, bootstrap: Config, group: str, topics: list[str]) -> None:
         import threading
 
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                  "auto.offset.reset": "latest", "session.timeout.ms": 10000})
+        self.consumer = Consumer(client_config(bootstrap, **{"group.id": group, "enable.auto.commit": False,
+                                                             "auto.offset.reset": "latest",
+                                                             "session.timeout.ms": 10000}))
         self.consumer.subscribe(topics)
         self.group, self.bootstrap = group, bootstrap
         self._stop = threading.Event()

@@ -6,12 +6,18 @@ differ (so re-running `docker compose up` changes nothing on a configured worker
 only, so it runs on the plain official `python` image.
 
     python register.py --url http://connect-b:8083 /connectors/A-B
+    python register.py --url https://connect-b:8083 --cafile ca.pem --credentials FILE /connectors/A-B
+
+A secured worker (docker-compose.secure.yml): HTTPS verified against --cafile, basic auth with the
+`user:password` line of --credentials (a 0600 file: the password is never on a command line).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import ssl
 import sys
 import time
 import urllib.error
@@ -28,13 +34,18 @@ class ConnectUnavailable(Exception):
     pass
 
 
+# How every request reaches the worker: a TLS context for https (--cafile) and basic-auth headers (--credentials).
+TLS: ssl.SSLContext | None = None
+AUTH: dict[str, str] = {}
+
+
 def call(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> tuple[int, Any]:
     """One request; returns (status, parsed JSON or None). Connection errors raise ConnectUnavailable."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", "Accept": "application/json"})
+                                 headers={"Content-Type": "application/json", "Accept": "application/json", **AUTH})
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=TLS) as resp:
             raw = resp.read()
             return resp.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as exc:
@@ -120,8 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True, help="Connect REST URL, e.g. http://connect-b:8083")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for everything (default 300)")
+    parser.add_argument("--cafile", help="CA file the worker's HTTPS certificate is verified against")
+    parser.add_argument("--credentials", type=Path, help="a file holding the basic-auth `user:password` line")
     parser.add_argument("paths", nargs="+", type=Path, help="connector JSON files or directories of them")
     args = parser.parse_args(argv)
+    global TLS, AUTH
+    if args.cafile:
+        TLS = ssl.create_default_context(cafile=args.cafile)
+    if args.credentials:
+        token = base64.b64encode(args.credentials.read_text().strip().encode()).decode()
+        AUTH = {"Authorization": f"Basic {token}"}
     base = args.url.rstrip("/")
     deadline = time.monotonic() + args.timeout
     specs = load_connectors(args.paths)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from mirrorbook.connect import AsyncConnectClient, ConnectClient, ConnectSettings
 from mirrorbook.errors import MirrorbookError
@@ -33,26 +33,74 @@ class Resolver(Protocol):
 
 
 class TopologyResolver:
-    """Addresses straight from the topology file (`bootstrap_servers`, `url`)."""
+    """Addresses straight from the topology file (`bootstrap_servers`, `url`) — or, for an id `_connection`
+    finds (Airflow's connections, a connections file), that connection's settings."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
 
+    def _connection(self, conn_id: str) -> Any | None:
+        """The connection named `conn_id`, or None: here never (subclasses look connections up)."""
+        return None
+
     def connect_settings(self, connect_alias: str) -> ConnectSettings:
         spec = self.topology.connect_clusters.get(connect_alias)
+        return self.connect_settings_from(connect_alias, self._connection(spec.connection_id) if spec else None)
+
+    def connect_settings_from(self, connect_alias: str, conn: Any | None) -> ConnectSettings:
+        """The alias's settings from its connection (looked up already), or from the topology's url."""
+        spec = self.topology.connect_clusters.get(connect_alias)
+        if conn is not None:
+            from mirrorbook.connections import settings_from_connection
+
+            return settings_from_connection(conn).model_copy(update={"name": connect_alias})
         if spec is None or not spec.url:
             raise MirrorbookError(f"Connect cluster {connect_alias!r} has no url in the topology",
-                                  "add `url:` to it, or run under Airflow with its connection "
-                                  f"{spec.connection_id if spec else '?'!r}")
+                                  "add `url:` to it, or define its connection "
+                                  f"{spec.connection_id if spec else '?'!r} (in Airflow, or in the connections "
+                                  "file the CLI reads)")
         return ConnectSettings(url=spec.url, name=connect_alias)
 
     def kafka_config(self, cluster_alias: str) -> dict[str, Any]:
         spec = self.topology.clusters.get(cluster_alias)
+        return self.kafka_config_from(cluster_alias, self._connection(spec.connection_id) if spec else None)
+
+    def kafka_config_from(self, cluster_alias: str, conn: Any | None) -> dict[str, Any]:
+        """The alias's client config from its connection's extra (looked up already), or the topology's address."""
+        spec = self.topology.clusters.get(cluster_alias)
+        if conn is not None and spec is not None:
+            config = dict(conn.extra_dejson)
+            if "bootstrap.servers" not in config:
+                raise ValueError(f"Connection {spec.connection_id!r} (kafka) has no bootstrap.servers in its extra")
+            return config
         if spec is None or not spec.bootstrap_servers:
             raise MirrorbookError(f"Kafka cluster {cluster_alias!r} has no bootstrap_servers in the topology",
-                                  "add `bootstrap_servers:` to it, or run under Airflow with its connection "
-                                  f"{spec.connection_id if spec else '?'!r}")
+                                  "add `bootstrap_servers:` to it, or define its connection "
+                                  f"{spec.connection_id if spec else '?'!r} (in Airflow, or in the connections "
+                                  "file the CLI reads)")
         return {"bootstrap.servers": spec.bootstrap_servers}
+
+
+class FileResolver(TopologyResolver):
+    """The CLI's: a topology's connection ids through a connections file (`mirrorbook.connections`), falling
+    back to the topology's addresses."""
+
+    def __init__(self, topology: Topology, connections: Mapping[str, Any]) -> None:
+        super().__init__(topology)
+        self.connections = dict(connections)
+
+    def _connection(self, conn_id: str) -> Any | None:
+        return self.connections.get(conn_id)
+
+
+def cli_clients(topology_path: str | None = None, topology: Topology | None = None) -> "Clients":
+    """Clients for a CLI command: the topology file (or `topology`, read from it already) and the connections
+    file beside it or named by $MIRRORBOOK_CONNECTIONS."""
+    from mirrorbook.connections import connections_for
+    from mirrorbook.topology import load_topology
+
+    topo = topology if topology is not None else load_topology(topology_path)
+    return Clients(FileResolver(topo, connections_for(topology_path)))
 
 
 class Clients:
@@ -82,7 +130,7 @@ class Clients:
 
     def new_admin(self, alias: str) -> KafkaAdmin:
         """How an alias's admin is made; `admin` keeps it."""
-        return KafkaAdmin(self.kafka_config(alias))
+        return KafkaAdmin(self.kafka_config(alias), name=alias)
 
     def per_pass(self) -> Clients:
         """These clients for one pass over many flows; see `PassClients`."""

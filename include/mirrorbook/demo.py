@@ -19,9 +19,9 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
-from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.devstack import spark
 from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.stack import DevStack
@@ -101,8 +101,10 @@ def run_demo(run_dir: Path, workload: Workload, *, timeout_s: float = 180.0, def
     stack = DevStack(run_dir)
     topology = start_stack(stack)
     flow = topology.flow("A->B")
-    clients = Clients(TopologyResolver(topology))
-    report = load_workload(clients, flow, workload)
+    # The stack's topology file through its connections, as the CLI reads them: on a secured stack
+    # (`devstack up --secure`) the `mirrorbook` principal; the workload is the `app` principal's.
+    clients = cli_clients(str(stack.topology_path), topology)
+    report = load_workload(clients, flow, workload, stack.require().kafka_config(flow.source, "app"))
     deadline = time.monotonic() + timeout_s
     statuses = wait_caught_up(clients, flow, workload, deadline, run_dir)
     checkpoints = wait_checkpoints(clients, flow, workload, report, deadline)
@@ -134,13 +136,15 @@ def start_stack(stack: DevStack) -> Topology:
     return stack.require().topology()
 
 
-def load_workload(clients: Clients, flow: FlowSpec, workload: Workload) -> LoadReport:
+def load_workload(clients: Clients, flow: FlowSpec, workload: Workload,
+                  producer: str | Mapping[str, Any] | None = None) -> LoadReport:
+    """Produce the workload and park its groups on the flow's source (as `producer`, default the clients')."""
     print(f"==> workload on {flow.source}: {len(workload.topics)} topics x {PARTITIONS} partitions, "
           f"{workload.records} records appended per partition", flush=True)
     existing = sorted(set(clients.admin(flow.source).topics()) & set(workload.topics))
     if existing:
         print(f"    {', '.join(existing)} exist from an earlier run: appending to them", flush=True)
-    report = load(clients.kafka_config(flow.source), workload.topics, PARTITIONS, workload.records,
+    report = load(producer or clients.kafka_config(flow.source), workload.topics, PARTITIONS, workload.records,
                   workload.groups, origin="demo")
     for g in workload.groups:
         print(f"    group {g.name:<24} parked at {g.position}", flush=True)

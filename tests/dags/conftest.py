@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 import threading
 import uuid
+<<<<<<< HEAD
 from http.server import BaseHTTPRequestHandler, HTTPServer
+=======
+from contextlib import contextmanager
+>>>>>>> h-12
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +23,7 @@ import pytest
 from mirrorbook.audit import AuditStore
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.topology import Topology
-from tests.conftest import REPO, ScratchFlow
+from tests.conftest import REPO, ScratchFlow, ensure_replicating, scratch_on
 
 pytestmark = pytest.mark.airflow
 
@@ -32,13 +38,58 @@ def airflow_db() -> None:
 @pytest.fixture(scope="session")
 def airflow_env(devstack: DevStack, airflow_db: None) -> dict[str, str]:
     """The devstack's topology and its Airflow connections (as AIRFLOW_CONN_* variables)."""
-    env = {"MIRRORBOOK_TOPOLOGY": str(devstack.topology_path)}
-    for conn_id, spec in json.loads(devstack.connections_path.read_text()).items():
-        if spec.get("conn_type") == "spark_connect":
-            continue  # the proofs' engine is each test's choice (spark-submit unless it sets the connection)
-        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(spec)
+    env = {"MIRRORBOOK_TOPOLOGY": str(devstack.topology_path), **connection_env(devstack)}
     os.environ.update(env)
     return env
+
+
+def connection_env(stack: DevStack) -> dict[str, str]:
+    """A stack's Airflow connections as AIRFLOW_CONN_* variables (the proofs' engine stays each test's choice)."""
+    return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(spec)
+            for conn_id, spec in json.loads(stack.connections_path.read_text()).items()
+            if spec.get("conn_type") != "spark_connect"}
+
+
+def secured_task_logs(stack: DevStack) -> Path:
+    """Where the secured tests' task logs go (dag.test() runs tasks in this process and logs to its console):
+    the secret scan reads them there."""
+    return stack.run_dir / "task-logs"
+
+
+@contextmanager
+def task_log_file(path: Path) -> Iterator[None]:
+    """The log records of this process, written to `path` too, for the block: mirrorbook's at INFO and above, Airflow's
+    at the level its own logging config gives them (dag.test() runs tasks here; a real Airflow's task logs are
+    files, scanned by tests/e2e/test_secrets_nowhere.py)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+
+
+@pytest.fixture
+def secured(secure_devstack: DevStack, airflow_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+            request: pytest.FixtureRequest) -> Iterator[DevStack]:
+    """The secured stack replicating both ways, and the DAGs pointed at it for this test: its topology file
+    (connection ids only) and its connections — the `mirrorbook` principal on SASL_SSL, Connect on HTTPS with
+    basic auth — as Airflow resolves them in production. The test's task logs are kept for the secret scan."""
+    ensure_replicating(secure_devstack)
+    monkeypatch.setenv("MIRRORBOOK_TOPOLOGY", str(secure_devstack.topology_path))
+    for name, value in connection_env(secure_devstack).items():
+        monkeypatch.setenv(name, value)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-150:]
+    with task_log_file(secured_task_logs(secure_devstack) / f"{name}.log"):
+        yield secure_devstack
 
 
 @pytest.fixture(scope="session")
@@ -152,6 +203,7 @@ def dag_scratch(scratch_flow: ScratchFlow, use_topology) -> Iterator[ScratchFlow
     yield scratch_flow
 
 
+<<<<<<< HEAD
 class Webhook:
     """A tiny local HTTP server that keeps every JSON body POSTed to it."""
 
@@ -186,3 +238,15 @@ def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
     with Webhook() as hook:
         monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
         yield hook
+=======
+@pytest.fixture
+def secure_scratch(secured: DevStack, unique: str, use_topology, monkeypatch: pytest.MonkeyPatch
+                   ) -> Iterator[ScratchFlow]:
+    """A scratch flow on the secured stack that the DAGs see; its alias resolves through cluster A's
+    connection (the `mirrorbook` principal), as every id of that topology does."""
+    with scratch_on(secured, unique) as scratch:
+        conns = json.loads(secured.connections_path.read_text())
+        monkeypatch.setenv(f"AIRFLOW_CONN_MIRRORBOOK_KAFKA_{scratch.alias}", json.dumps(conns["mirrorbook_kafka_a"]))
+        use_topology(scratch.topology)
+        yield scratch
+>>>>>>> h-12

@@ -1,22 +1,20 @@
-"""dr_drill end to end: real Airflow (dag.test), on a devstack of its own (a drill stops the flow), with a
-real canary workload whose sequence numbers prove that the consumers resumed on B skipped nothing."""
+"""dr_drill end to end: real Airflow (dag.test), on the secured stack (a drill stops the flow, and no plaintext
+test shares that stack) — the canary created, produced and consumed as the `mirrorbook` principal over SASL_SSL
+within its ACLs — with sequence numbers that prove the consumers resumed on B skipped nothing."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from mirrorbook.audit import AuditStore
 from mirrorbook.cli import main
-from mirrorbook.clients import Clients, TopologyResolver
-from mirrorbook.devstack.config import StackSettings
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2.flows import flow_status
-from tests.conftest import TEST_MM2
+from tests.conftest import stack_clients
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -24,18 +22,9 @@ CONF = {"flow": "A->B", "rate": 150, "produce_s": 4, "partitions": 2, "groups": 
         "drain_timeout": 60, "steady_timeout_s": 60, "resume_timeout_s": 60}
 
 
-@pytest.fixture(scope="module")
-def drill_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    stack = DevStack(tmp_path_factory.mktemp("drill-stack"))
-    stack.up(StackSettings(mm2=TEST_MM2))  # A->B only: the drill needs nothing else
-    yield stack
-    stack.down(purge=True)
-
-
 @pytest.fixture
-def drill(drill_stack: DevStack, use_topology, airflow_env) -> DevStack:
-    use_topology(drill_stack.require().topology(), detach=True)
-    return drill_stack
+def drill(secured: DevStack) -> DevStack:
+    return secured
 
 
 def test_a_drill_fails_over_the_canary_with_zero_skipped_reports_it_and_restores_the_flow(
@@ -76,10 +65,10 @@ def test_a_drill_fails_over_the_canary_with_zero_skipped_reports_it_and_restores
 
     # The flow is as the drill found it; the drill's groups are gone from both clusters.
     topo = drill.require().topology()
-    assert flow_status(Clients(TopologyResolver(topo)), topo.flow("A->B")).state.value == "REPLICATING"
+    assert flow_status(stack_clients(drill), topo.flow("A->B")).state.value == "REPLICATING"
     assert summary["flow_state_before"] == summary["flow_state_after"] == "REPLICATING"
     for cluster in ("A", "B"):
-        assert not set(summary["groups"]) & set(KafkaAdmin(topo.clusters[cluster].bootstrap_servers).list_groups())
+        assert not set(summary["groups"]) & set(KafkaAdmin(drill.require().kafka_config(cluster)).list_groups())
 
     # `mirrorbook drill list` and `mirrorbook drill report RUN_ID --out FILE`.
     assert main(["drill", "list"]) == 0

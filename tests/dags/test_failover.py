@@ -1,8 +1,10 @@
-"""mm2_failover and mm2_failback end to end: real Airflow, a devstack of their own (A and B with both
-flows), real consumers proving with sequence numbers that nothing is skipped.
+"""mm2_failover and mm2_failback end to end: real Airflow, on the secured stack (SASL_SSL brokers with ACLs,
+Connect on HTTPS + basic auth — the runbooks as the `mirrorbook` principal, as in production), real consumers
+proving with sequence numbers that nothing is skipped, both Spark proofs reading Kafka over SASL_SSL.
 
-These tests stop brokers and connectors, so they run on a stack of their own, in order: each starts
-by making sure both flows replicate and both clusters are up. The one that kills cluster A runs last.
+These tests stop brokers and connectors, so they run in order on the secured stack, which no plaintext test
+shares: each starts by making sure both flows replicate and both clusters are up. The one that kills cluster
+A runs last. The tests' own clients (workload, checks, damage from outside) are the super user's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import pytest
 
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.anchors import check_store
-from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
@@ -41,7 +42,8 @@ from mirrorbook.runbooks import move_report, parity, rpo as rpo_runbook
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
-from tests.conftest import REPO, stack_settings
+from mirrorbook.kafka.config import java_client_options
+from tests.conftest import REPO, stack_clients
 from tests.helpers import ActiveConsumer, eventually, next_seqs_as_group, seqs, wait_mirrored
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -49,37 +51,16 @@ pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 POSITIONS = ["end", "end-1", "end-7", "end-50", "end-150", "end-299", "begin", "5", "123", "250"]
 
 
-@pytest.fixture(scope="module")
-def fo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    stack = DevStack(tmp_path_factory.mktemp("failover-stack"))
-    stack.up(stack_settings())
-    yield stack
-    stack.down(purge=True)
-
-
 @pytest.fixture
-def fo(fo_stack: DevStack, use_topology, airflow_env) -> DevStack:
-    """Both clusters up and both flows RUNNING before each test; the DAGs see this stack's topology."""
-    fo_stack.start_cluster("A")
-    state = fo_stack.require()
-    for flow in state.flows():
-        with ConnectClient(state.workers[flow.connect_cluster].url) as c:
-            for role, name in flow.connectors.items():
-                st = c.status(name)
-                if st.connector.state in ("PAUSED", "STOPPED"):
-                    c.resume(name)
-                elif not reached(st, "RUNNING"):
-                    # After its cluster was killed, a worker can keep a stale UNASSIGNED/FAILED status.
-                    c.restart(name, include_tasks=True)
-                wait_for(c, name, "RUNNING", timeout_s=120, min_tasks=0 if role == "checkpoint" else 1,
-                         fail_fast=False)
-    use_topology(state.topology(), detach=True)
-    return fo_stack
+def fo(secured: DevStack) -> DevStack:
+    """The secured stack, both clusters up and both flows RUNNING before each test; the DAGs see it."""
+    return secured
 
 
-def _admins(stack: DevStack) -> tuple[KafkaAdmin, KafkaAdmin, str, str]:
+def _admins(stack: DevStack) -> tuple[KafkaAdmin, KafkaAdmin, dict, dict]:
+    """Admins of A and B and their client configs (the super user's, on SASL_SSL)."""
     s = stack.require()
-    a, b = s.brokers["A"].bootstrap, s.brokers["B"].bootstrap
+    a, b = s.kafka_config("A"), s.kafka_config("B")
     return KafkaAdmin(a), KafkaAdmin(b), a, b
 
 
@@ -123,7 +104,7 @@ def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag
     assert report["rto_s"] is not None and report["rto_s"] > 0
     # The flow is stopped (DISABLED by the KIP-1144 rule).
     topo = fo.require().topology()
-    assert flow_status(Clients(TopologyResolver(topo)), topo.flow("A->B")).state.value == "DISABLED"
+    assert flow_status(stack_clients(fo), topo.flow("A->B")).state.value == "DISABLED"
 
     # Clearing the whole run and running it again changes nothing (zero mutating calls).
     calls = run.mutating_calls()
@@ -152,7 +133,7 @@ def test_rerun_after_a_finished_stop_does_not_wait_for_the_flow_it_stopped(fo, r
     assert again.mutating_calls() == run.mutating_calls()
     # Each run ended by anchoring the audit head on A and B (unlock_flow): the store matches the newest anchor.
     topo = fo.require().topology()
-    check = check_store(run.audit, Clients(TopologyResolver(topo)), ["A", "B"])
+    check = check_store(run.audit, stack_clients(fo), ["A", "B"])
     assert check.ok and check.anchor is not None and check.anchor.run_id == run.run_id, check
     assert set(check.clusters) == {"A", "B"} and "newest seq" in check.clusters["B"], check.clusters
 
@@ -207,7 +188,7 @@ def test_dry_run_lists_the_plan_and_changes_nothing(fo, run_dag):
     assert [p for p in planned if p[0] == "connector.stop"] == [("connector.stop", "stop")] * 3
     assert run.mutating_calls() == 0
     assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
-    assert {c.state for c in flow_status(Clients(TopologyResolver(fo.require().topology())),
+    assert {c.state for c in flow_status(stack_clients(fo),
                                          fo.require().topology().flow("A->B")).connectors.values()} == {"RUNNING"}
     report = run.report()
     assert report["plan"]["partitions"] == 6 and report["rto_s"] is None
@@ -385,7 +366,7 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     assert all(r["target_start"] == 11 for r in ranges), ranges  # A's topic mirrored from offset 0
 
 
-def _true_boundary(b: str, tp: TP, c: int, x: int) -> tuple[str, int]:
+def _true_boundary(b: dict, tp: TP, c: int, x: int) -> tuple[str, int]:
     """What a group committed at C on A and at X on B will do, found from B's records alone: the workload's
     sequence number is the record's offset on A, so the copy of A's record C is the first B record with
     seq C (or B's end when C is A's end)."""
@@ -415,9 +396,12 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
     admin_b.delete_groups([gone])
 
     topo = fo.require().topology()
-    ranges, boundaries = parity.move_records(Clients(TopologyResolver(topo)), plan, topo.flow("A->B"))
+    ranges, boundaries = parity.move_records(stack_clients(fo), plan, topo.flow("A->B"))
     snap = write_record_snapshot(tmp_path / "snapshot", ranges, boundaries)
-    summary = submit.run(submit.record_parity_job(a, b, tmp_path / "out", snapshot=snap, master="local[2]"))
+    # The Spark Kafka source on SASL_SSL: the client options (the SCRAM secret) in the job's 0600 options file.
+    summary = submit.run(submit.record_parity_job(a["bootstrap.servers"], b["bootstrap.servers"], tmp_path / "out",
+                                                  snapshot=snap, master="local[2]", source_options=java_client_options(a),
+                                                  target_options=java_client_options(b)))
 
     got = {(r["group"], r["source_partition"]): r for r in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
     assert len(got) == len(groups) * 2
@@ -469,7 +453,7 @@ def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo,
 class _Traffic:
     """Keeps producing to a topic on A until A goes away."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: dict, topic: str) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -497,13 +481,13 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     admin_a, admin_b, a, b = _admins(fo)
     topic = topics[0]
     topo = fo.require().topology()
-    clients = Clients(TopologyResolver(topo))
+    clients = stack_clients(fo)
     eventually(lambda: all(translate_offsets(b, "A", g) for g in groups), what="checkpoints for every group")
     # What the health check keeps: a metrics sample of the flow (the RPO estimate reads it).
     audit.record_metrics("A->B", datetime.now(timezone.utc), flow_status(clients, topo.flow("A->B")).metrics())
 
     # Some records reach A but never B: replication paused, then A dies mid-traffic.
-    with ConnectClient(topo.connect_clusters["B"].url) as c:
+    with ConnectClient(fo.require().connect_settings("B")) as c:
         c.pause("A->B.MirrorSourceConnector")
         wait_for(c, "A->B.MirrorSourceConnector", "PAUSED", timeout_s=30)
     produce(a, [topic], 7)
@@ -609,9 +593,9 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
     topic, remote = topics[0], f"A.{topics[0]}"
     topo = fo.require().topology()
     flow = topo.flow("A->B")
-    clients = Clients(TopologyResolver(topo))
+    clients = stack_clients(fo)
     eventually(lambda: all(translate_offsets(b, "A", g) for g in checkpointed), what="checkpoints")
-    with ConnectClient(topo.connect_clusters["B"].url) as c:
+    with ConnectClient(fo.require().connect_settings("B")) as c:
         c.pause(flow.connector("checkpoint"))  # MM2's checkpointing falls behind from here on
         wait_for(c, flow.connector("checkpoint"), "PAUSED", timeout_s=30)
         late = {f"{tag}-g2": "77", f"{tag}-g3": "0", f"{tag}-g4": "end-1"}

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import re
 import uuid
+<<<<<<< HEAD
 from typing import Any, Iterator
+=======
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, Callable, Iterator
+>>>>>>> h-12
 
 import pytest
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.clients import Clients, FileResolver, TopologyResolver
+from mirrorbook.connections import load_connections
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.stack import DevStack
@@ -19,6 +25,7 @@ from mirrorbook.devstack.workload import GroupSpec, load, produce
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
+from mirrorbook.topology import Topology
 from tests.conftest import ScratchFlow
 from tests.dags.conftest import Webhook
 from tests.helpers import eventually, set_topic_config, wait_mirrored
@@ -26,33 +33,96 @@ from tests.helpers import eventually, set_topic_config, wait_mirrored
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
+<<<<<<< HEAD
 @pytest.fixture
 def scratch(devstack: DevStack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, use_topology) -> Iterator[ScratchFlow]:
+=======
+class Webhook:
+    """A tiny local HTTP server that keeps every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        received: list[dict[str, Any]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.received = received
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert?token=s3cret"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "Webhook":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
+    with Webhook() as hook:
+        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
+        yield hook
+
+
+def _scratch(stack: DevStack, use_topology, clients_of: Callable[[Topology, str], Clients]) -> Iterator[ScratchFlow]:
+>>>>>>> h-12
     """A scratch flow of this test, replicating one topic that already holds records and a parked group
     (so MM2 checkpoints it at once). The topic is named `A.<…>`: the session's B->A flow sees its copy on
     B (`<alias>.A.<…>`) as a cycle and never replicates it, so whatever a test breaks on that copy stays
     inside the test (B->A copies topic configs to A and would fail on them too)."""
+    state = stack.require()
+    admin_a, admin_b = KafkaAdmin(state.kafka_config("A")), KafkaAdmin(state.kafka_config("B"))
     alias = "H" + uuid.uuid4().hex[:6].upper()
     topic = f"A.hc-{uuid.uuid4().hex[:8]}"
-    load(admin_a.bootstrap, [topic], 2, 20, [GroupSpec(name=f"{topic}-g", position="end-3")])
-    flow = ScratchFlow(devstack.alias_flow(alias, topics=re.escape(topic)), alias, topic)
+    load(state.kafka_config("A"), [topic], 2, 20, [GroupSpec(name=f"{topic}-g", position="end-3")])
+    flow = ScratchFlow(stack.alias_flow(alias, topics=re.escape(topic)), alias, topic, state.connect_settings("B"))
     use_topology(flow.topology)
     wait_mirrored(admin_a, admin_b, topic, flow.remote)
-    clients = Clients(TopologyResolver(flow.topology))
+    clients = clients_of(flow.topology, alias)
     eventually(lambda: flow_status(clients, flow.flow).state.value == "REPLICATING", timeout=60,
                what=f"{flow.flow.name} REPLICATING")
     yield flow
-    devstack.remove_flow(flow.flow)
+    stack.remove_flow(flow.flow)
+
+
+@pytest.fixture
+def scratch(devstack: DevStack, use_topology) -> Iterator[ScratchFlow]:
+    yield from _scratch(devstack, use_topology, lambda topo, _alias: Clients(TopologyResolver(topo)))
+
+
+@pytest.fixture
+def secure_health_scratch(secured: DevStack, use_topology, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScratchFlow]:
+    """`scratch` on the secured stack: every id of its topology (the scratch alias too) through the secured
+    connections, as the DAGs resolve them."""
+    def clients_of(topo: Topology, alias: str) -> Clients:
+        spec = json.loads(secured.connections_path.read_text())["mirrorbook_kafka_a"]
+        monkeypatch.setenv(f"AIRFLOW_CONN_MIRRORBOOK_KAFKA_{alias}", json.dumps(spec))
+        conns = load_connections(secured.connections_path)
+        return Clients(FileResolver(topo, {**conns, f"mirrorbook_kafka_{alias.lower()}": conns["mirrorbook_kafka_a"]}))
+
+    yield from _scratch(secured, use_topology, clients_of)
 
 
 def _conf(scratch: ScratchFlow, **kw: Any) -> dict[str, Any]:
     return {"flows": re.escape(scratch.flow.name), **kw}
 
 
-def test_green_on_a_healthy_flow_and_a_sample_per_run_lands_in_the_audit(run_dag, scratch, admin_b,
+def test_green_on_a_healthy_flow_and_a_sample_per_run_lands_in_the_audit(run_dag, secure_health_scratch, secured,
                                                                          audit: AuditStore, webhook: Webhook):
+    """On the secured stack: lag, heartbeats and checkpoints read as the `mirrorbook` principal over SASL_SSL."""
+    scratch = secure_health_scratch
     group = f"{scratch.topic}-g"
-    eventually(lambda: translate_offsets(admin_b.bootstrap, scratch.alias, group), timeout=60, what="a checkpoint")
+    eventually(lambda: translate_offsets(secured.require().kafka_config("B"), scratch.alias, group), timeout=60,
+               what="a checkpoint")
 
     run = run_dag("mm2_health_check", _conf(scratch))
     assert run.state == "success", run.task_states()

@@ -12,6 +12,7 @@ import pytest
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.workload import produce
+from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from tests.faultproxy import FaultProxy
 from tests.helpers import eventually, seqs
@@ -19,13 +20,13 @@ from tests.helpers import eventually, seqs
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
-def offsets_of(url: str, name: str) -> dict[int, int | None]:
+def offsets_of(url, name: str) -> dict[int, int | None]:
     with ConnectClient(url) as c:
         return {e.partition["partition"]: e.offset["offset"] for e in c.get_offsets(name).offsets
                 if e.partition.get("topic") != "heartbeats" and "partition" in e.partition}
 
 
-def state_of(url: str, name: str) -> str:
+def state_of(url, name: str) -> str:
     with ConnectClient(url) as c:
         return c.status(name).connector.state
 
@@ -35,20 +36,33 @@ def body(scratch, entries: dict[int, int | None]) -> dict:
                          "offset": None if o is None else {"offset": o}} for p, o in entries.items()]}
 
 
-@pytest.fixture
-def mirrored(dag_scratch, bootstrap_a, admin_b, connect_b_url):
+def _mirror_ten(scratch, config_a) -> None:
     """Ten records per partition mirrored, and the source connector's offsets committed at 9."""
-    produce(bootstrap_a, [dag_scratch.topic], 10)
-    name = dag_scratch.flow.connector("source")
-    eventually(lambda: offsets_of(connect_b_url, name) == {0: 9, 1: 9}, timeout=60, what="offsets 9/9 committed")
+    produce(config_a, [scratch.topic], 10)
+    name = scratch.flow.connector("source")
+    eventually(lambda: offsets_of(scratch.connect, name) == {0: 9, 1: 9}, timeout=60, what="offsets 9/9 committed")
+
+
+@pytest.fixture
+def mirrored(dag_scratch, bootstrap_a):
+    _mirror_ten(dag_scratch, bootstrap_a)
     return dag_scratch
+
+
+@pytest.fixture
+def mirrored_secure(secure_scratch, secured):
+    """`mirrored` on the secured stack: the runbooks reach Connect over HTTPS with basic auth and Kafka as the
+    `mirrorbook` principal."""
+    _mirror_ten(secure_scratch, secured.require().kafka_config("A"))
+    return secure_scratch
 
 
 def conf(scratch, **kw) -> dict:
     return {"flow": scratch.flow.name, "connector": "source", **kw}
 
 
-def test_list_twice_stores_snapshot_and_strimzi_artifact(run_dag, mirrored, audit):
+def test_list_twice_stores_snapshot_and_strimzi_artifact(run_dag, mirrored_secure, audit):
+    mirrored = mirrored_secure
     first = run_dag("mm2_offsets", conf(mirrored, action="list"))
     assert first.state == "success", first.failure()
     path = Path(os.environ["MIRRORBOOK_ARTIFACTS_DIR"]) / f"{mirrored.alias}--B.MirrorSourceConnector.json"
@@ -83,7 +97,11 @@ def test_alter_refused_unless_stopped_and_no_patch_sent(run_dag, mirrored, conne
     assert offsets_of(connect_b_url, name) == {0: 9, 1: 9}
 
 
-def test_alter_stop_first_restore_reset(run_dag, mirrored, connect_b_url, bootstrap_b, admin_b):
+def test_alter_stop_first_restore_reset(run_dag, mirrored_secure, secured):
+    """On the secured stack (the moves of one real path: alter, stop, alter, restore, reset)."""
+    mirrored, connect_b_url = mirrored_secure, mirrored_secure.connect
+    bootstrap_b = secured.require().kafka_config("B")
+    admin_b = KafkaAdmin(bootstrap_b)
     name = mirrored.flow.connector("source")
     # alter with stop_first on a RUNNING connector: it runs again afterwards, from the new position.
     run = run_dag("mm2_offsets", conf(mirrored, action="alter", offsets=body(mirrored, {0: 4}), stop_first=True))

@@ -17,7 +17,8 @@ from tests.faultproxy import FaultProxy
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
-def states(url: str, flow) -> dict[str, tuple[str, list[str]]]:
+def states(url, flow) -> dict[str, tuple[str, list[str]]]:
+    """Each connector's state and task states (`url`: a URL, or a secured worker's ConnectSettings)."""
     with ConnectClient(url) as c:
         out = {}
         for role, name in flow.connectors.items():
@@ -30,11 +31,13 @@ def states(url: str, flow) -> dict[str, tuple[str, list[str]]]:
     ("pause", "PAUSED"),
     ("stop", "STOPPED"),
 ])
-def test_each_action_twice_second_run_changes_nothing(run_dag, dag_scratch, connect_b_url, action, expect):
-    conf = {"flow": dag_scratch.flow.name, "action": action, "connectors": "all"}
+def test_each_action_twice_second_run_changes_nothing(run_dag, secure_scratch, action, expect):
+    """On the secured stack: Connect on HTTPS with basic auth, as the runbook's connection reaches it."""
+    scratch = secure_scratch
+    conf = {"flow": scratch.flow.name, "action": action, "connectors": "all"}
     first = run_dag("mm2_pause_resume", conf)
     assert first.state == "success", first.failure() or first.task_states()
-    after = states(connect_b_url, dag_scratch.flow)
+    after = states(scratch.connect, scratch.flow)
     assert {s for s, _ in after.values()} == {expect}
     if expect == "STOPPED":
         assert all(tasks == [] for _, tasks in after.values())
@@ -43,13 +46,13 @@ def test_each_action_twice_second_run_changes_nothing(run_dag, dag_scratch, conn
     second = run_dag("mm2_pause_resume", conf)
     assert second.state == "success"
     assert second.mutating_calls() == 0
-    assert states(connect_b_url, dag_scratch.flow) == after
+    assert states(scratch.connect, scratch.flow) == after
     noops = [e for e in second.events(kind="step") if e.action.startswith("step.connector.")]
     assert [e.result for e in noops] == ["noop"] * 3
 
     resumed = run_dag("mm2_pause_resume", {**conf, "action": "resume"})
     assert resumed.state == "success" and resumed.mutating_calls() == 3
-    assert {s for s, _ in states(connect_b_url, dag_scratch.flow).values()} == {"RUNNING"}
+    assert {s for s, _ in states(scratch.connect, scratch.flow).values()} == {"RUNNING"}
     again = run_dag("mm2_pause_resume", {**conf, "action": "resume"})
     assert again.mutating_calls() == 0
 

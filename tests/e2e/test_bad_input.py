@@ -38,7 +38,7 @@ def _connector_states(e2e: E2E) -> dict[str, str]:
     """Every flow's connectors, read on the Connect worker that runs them (B->A's on worker A)."""
     out = {}
     for flow in e2e.topology.flows:
-        with ConnectClient(e2e.stack.workers[flow.connect_cluster].url) as client:
+        with ConnectClient(e2e.stack.connect_settings(flow.connect_cluster)) as client:
             for _, name in flow.connectors.items():
                 out[f"{flow.connect_cluster}:{name}"] = client.status(name).connector.state
     return out
@@ -47,7 +47,7 @@ def _connector_states(e2e: E2E) -> dict[str, str]:
 def _group_offsets(e2e: E2E) -> dict[str, dict]:
     """The committed offsets, on A and on B, of every group a run here could move: the failed-over scratch
     flow's, and those a failback of A->B would bring back to A (its managed groups, found on B)."""
-    admins = {c: KafkaAdmin(e2e.stack.brokers[c].bootstrap) for c in ("A", "B")}
+    admins = {c: KafkaAdmin(e2e.stack.kafka_config(c)) for c in ("A", "B")}
     groups = sorted(set(e2e.failover.groups)
                     | set(managed_groups(admins["B"], e2e.topology.groups_regex(e2e.topology.flow("A->B")))))
     return {c: admin.committed_offsets(groups) for c, admin in admins.items()}

@@ -173,7 +173,7 @@ def test_a_flows_runbook_link_opens_its_form_filled_with_that_flow_and_triggers_
     assert RESET_EFFECT in planned["offsets.reset"].details["precondition"]  # the dry-run plan says it too
     assert e2e.audit.count_mutating(run_id) == 0
     assert len([c for c in e2e.proxy.calls() if c.method != "GET"]) == writes_before  # a dry run: no write sent
-    with httpx.Client(base_url=e2e.stack.workers["B"].url, timeout=30) as connect:
+    with httpx.Client(**e2e.stack.connect_settings("B").httpx_kwargs()) as connect:
         assert connect.get(f"/connectors/{quote(connector, safe='')}/status").json()["connector"]["state"] == "RUNNING"
     assert last_run == f"/dags/mm2_offsets/runs/{quote(run_id, safe='')}"
     assert again == ["list", False, False, ""]

@@ -23,22 +23,6 @@ from tests.helpers import eventually, wait_mirrored
 pytestmark = pytest.mark.integration
 
 
-def _records(bootstrap: str, tp: TP, end: int) -> list[tuple]:
-    return [(m.key(), m.value(), m.timestamp(), m.headers()) for m in read_ranges(bootstrap, {tp: (0, end)})]
-
-
-def test_records_are_mirrored_identically(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b, unique):
-    topic = f"orders-{unique}"
-    load(bootstrap_a, [topic], partitions=3, records_per_partition=200)
-    highs = wait_mirrored(admin_a, admin_b, topic, f"A.{topic}")
-    for p in range(3):
-        src = _records(bootstrap_a, TP(topic, p), 200)
-        dst = _records(bootstrap_b, TP(f"A.{topic}", p), highs[TP(f"A.{topic}", p)])
-        assert len(src) == 200
-        # Same keys, values, timestamps (type and value) and headers, in the same order.
-        assert dst == src
-
-
 def test_group_committing_on_a_gets_checkpoints_on_b(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b, unique):
     topic, group = f"cp-{unique}", f"group-{unique}"
     load(bootstrap_a, [topic], partitions=2, records_per_partition=300, groups=[GroupSpec(name=group, position="end-40")])

@@ -275,6 +275,9 @@ def test_translate_learns_where_the_offset_syncs_are_from_the_flows_backend(topo
     from mirrorbook.mm2.cli import syncs_location
 
     # the devstack's own flow keeps MM2's default; a scratch flow keeps its syncs on the target
-    assert syncs_location(topology, topology.flow("A->B")) == "source"
-    assert syncs_location(scratch_flow.topology, scratch_flow.flow) == "target"
-    assert syncs_location(scratch_flow.topology, scratch_flow.flow, "source") == "source"  # the flag overrides
+    from mirrorbook.clients import Clients, TopologyResolver
+
+    assert syncs_location(Clients(TopologyResolver(topology)), topology.flow("A->B")) == "source"
+    scratch = Clients(TopologyResolver(scratch_flow.topology))
+    assert syncs_location(scratch, scratch_flow.flow) == "target"
+    assert syncs_location(scratch, scratch_flow.flow, "source") == "source"  # the flag overrides  # the flag overrides

@@ -68,6 +68,10 @@ def test_record_parity_command_line(tmp_path: Path):
     assert "secret-value" not in " ".join(cmd)
     opts = Path(cmd[cmd.index("--kafka-options-file") + 1])
     assert stat.S_IMODE(os.stat(opts).st_mode) == 0o600 and "secret-value" in opts.read_text()
+    # … and does not outlive the job among its outputs: every runner forgets it once the job has run.
+    assert spec.secret_files == [opts]
+    spec.forget_secrets()
+    assert not opts.exists()
     kwargs = spec.operator_kwargs()
     assert kwargs["application"].endswith("record_parity.py") and kwargs["jars"] == ",".join(jars)
 

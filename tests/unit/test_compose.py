@@ -49,13 +49,18 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose["services"]
 
 
-@pytest.fixture(scope="module")
-def render() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_configs", REPO / "docker" / "render_configs.py")
+def docker_script(name: str) -> ModuleType:
+    """A script of docker/ (not a package), loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "docker" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def render() -> ModuleType:
+    return docker_script("render_configs")
 
 
 def env(service: dict[str, Any]) -> dict[str, str]:
@@ -394,3 +399,105 @@ def test_published_host_ports_are_unique(services):
         for host in published(service).values():
             assert host not in seen, f"host port {host} published by {seen.get(host)} and {name}"
             seen[host] = name
+
+
+# -- the secured variant (docker-compose.secure.yml), as `devstack up --secure` ------------------------------
+
+SECURE = REPO / "docker-compose.secure.yml"
+SECRETS_DIR = "/etc/mirrorbook/security"
+
+
+@pytest.fixture(scope="module")
+def secure_compose() -> dict[str, Any]:
+    return yaml.safe_load(SECURE.read_text())
+
+
+@pytest.fixture(scope="module")
+def secure_init() -> ModuleType:
+    return docker_script("secure_init")
+
+
+@pytest.fixture(scope="module")
+def secured_files(secure_init: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, str]]:
+    from mirrorbook.devstack.security import Material
+
+    material = Material(tmp_path_factory.mktemp("secure-compose")).ensure(secure_init.HOSTS)
+    return material, secure_init.files(material)
+
+
+def test_the_secured_override_only_changes_services_the_base_has_or_its_own(services, secure_compose):
+    own = {"secure-init", "secure-acls"}
+    assert set(secure_compose["services"]) - own <= set(services)
+    assert secure_compose["volumes"] == {"mirrorbook-secrets": None}
+
+
+def test_every_secrets_file_the_override_names_is_rendered(secure_compose, secured_files):
+    material, files = secured_files
+    made = set(files) | {p.relative_to(material.dir).as_posix() for p in material.dir.rglob("*")}
+    named = set(re.findall(rf"{SECRETS_DIR}/([\w.-]+(?:/[\w.-]+)*)", SECURE.read_text()))
+    assert named and named <= made | {"connectors/A-B", "connectors/B-A"}, named - made
+
+
+def test_secured_brokers_are_the_devstacks_secured_brokers(services, secured_files, secure_compose):
+    material, files = secured_files
+    for alias, service in KAFKA_SERVICES.items():
+        props = properties(files[f"broker-{alias}.properties"])
+        # The devstack's broker settings, and its secured ones (mirrorbook.devstack.security) for two SASL_SSL
+        # listeners: the compose network's and the host's, on the ports the base file publishes.
+        base = config.broker_properties(19092, 9093, Path("/var/lib/kafka/data"))
+        secured = material.broker_security(("SASL_SSL", "SASL_SSL_HOST"))
+        for k, v in base.items():
+            if k not in BROKER_KEYS_PER_DEPLOYMENT and k not in secured:
+                assert props[k] == config.render_properties({k: v}).strip().split("=", 1)[1], k
+        for k, v in secured.items():
+            assert props[k] == config.render_properties({k: v}).strip().split("=", 1)[1], k
+        host_port = next(p for p in published(services[service]) if p != 19092)
+        assert f"SASL_SSL_HOST://localhost:{host_port}" in props["advertised.listeners"]
+        assert props["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,SASL_SSL_HOST:SASL_SSL,CONTROLLER:SSL"
+        cmd = " ".join(command(secure_compose["services"][service]))
+        assert f"-c {SECRETS_DIR}/broker-{alias}.properties" in cmd and f"@{SECRETS_DIR}/scram.args" in cmd
+        assert f"kafka-server-start.sh {SECRETS_DIR}/broker-{alias}.properties" in cmd
+    assert files["scram.args"].count("--add-scram") == 4  # admin, mm2, mirrorbook, app
+
+
+def test_secured_workers_and_connectors_are_the_devstacks(secured_files, secure_compose, topology):
+    material, files = secured_files
+    for alias, service in CONNECT_SERVICES.items():
+        props = properties(files[f"worker-{alias}.properties"])
+        for k, v in material.worker_properties(8083, host="0.0.0.0").items():
+            assert props[k] == config.render_properties({k: v}).strip().split("=", 1)[1], k
+        assert props["listeners"] == "https://0.0.0.0:8083" and props["rest.advertised.host.name"] == service
+        spec = secure_compose["services"][service]
+        assert command(spec)[-1] == f"{SECRETS_DIR}/worker-{alias}.properties"
+        assert env(spec)["KAFKA_OPTS"] == f"-Djava.security.auth.login.config={SECRETS_DIR}/connect-jaas.conf"
+        init = command(secure_compose["services"][f"{service}-init"])
+        assert init[init.index("--url") + 1] == f"https://{service}:8083" and "--credentials" in init
+    for flow in topology.flows:
+        for name in flow.connectors.model_dump().values():
+            body = json.loads(files[f"connectors/{flow.source}-{flow.target}/{name.rsplit('.', 1)[1]}.json"])
+            assert body["name"] == name
+            for k, v in material.connector_properties().items():
+                assert body["config"][k] == v, k
+            assert body["config"]["source.cluster.sasl.jaas.config"].startswith("${file:")
+
+
+def test_secured_airflow_reads_its_connections_from_the_secrets_volume(secured_files, secure_compose, topology):
+    material, files = secured_files
+    conns = json.loads(files["airflow-connections.json"])
+    assert set(conns) == {c.connection_id for c in [*topology.clusters.values(), *topology.connect_clusters.values()]}
+    for spec in topology.clusters.values():
+        extra = conns[spec.connection_id]["extra"]
+        assert extra["security.protocol"] == "SASL_SSL" and extra["sasl.username"] == "mirrorbook"
+        assert extra["bootstrap.servers"] == spec.bootstrap_servers
+    for spec in topology.connect_clusters.values():
+        c = conns[spec.connection_id]
+        assert c["schema"] == "https" and c["extra"]["use_tls"] is True and c["login"] == "mirrorbook"
+    for name in ("airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
+                 "airflow-triggerer"):
+        e = env(secure_compose["services"][name])
+        assert e["AIRFLOW__SECRETS__BACKEND"] == "airflow.secrets.local_filesystem.LocalFilesystemBackend"
+        assert json.loads(e["AIRFLOW__SECRETS__BACKEND_KWARGS"]) == {
+            "connections_file_path": f"{SECRETS_DIR}/airflow-connections.json"}
+    # No secret is written into the override: every password is made by secure-init, in the volume.
+    text = SECURE.read_text()
+    assert not [v for v in material.secrets().all_values() if v in text]

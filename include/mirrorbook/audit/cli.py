@@ -141,7 +141,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _anchor_check(store: AuditStore, args: argparse.Namespace) -> Any:
     # Kafka only when asked: the store and the rest of this CLI work without a topology.
     from mirrorbook.audit.anchors import check_store
-    from mirrorbook.clients import Clients, TopologyResolver
+    from mirrorbook.clients import cli_clients
     from mirrorbook.topology import load_topology
 
     topology = load_topology(args.topology)
@@ -150,7 +150,7 @@ def _anchor_check(store: AuditStore, args: argparse.Namespace) -> Any:
     if unknown:
         raise MirrorbookError(f"--anchors names cluster(s) the topology does not define: {shown(', '.join(unknown))}",
                               f"name some of: {', '.join(sorted(topology.clusters))}")
-    return check_store(store, Clients(TopologyResolver(topology)), aliases)
+    return check_store(store, cli_clients(args.topology, topology), aliases)
 
 
 def _write_jsonl(records: Iterable[AuditRecord], out: IO[str]) -> int:

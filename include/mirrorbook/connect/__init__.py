@@ -2,6 +2,7 @@
 
 from mirrorbook.connect.client import AsyncConnectClient, ConnectClient, ConnectSettings
 from mirrorbook.connect.errors import (
+    ConnectAuthRefused,
     ConnectError,
     ConnectorNotFound,
     ConnectorNotStopped,
@@ -10,11 +11,12 @@ from mirrorbook.connect.errors import (
     ConnectDeadlineExceeded,
     ConnectServerError,
     ConnectTimeout,
+    ConnectTlsError,
     ConnectUnreachable,
 )
 
 __all__ = [
     "AsyncConnectClient", "ConnectClient", "ConnectSettings", "ConnectError", "ConnectorNotFound",
     "ConnectorNotStopped", "ConnectBadRequest", "ConnectConflict", "ConnectDeadlineExceeded", "ConnectServerError",
-    "ConnectTimeout", "ConnectUnreachable",
+    "ConnectTimeout", "ConnectUnreachable", "ConnectAuthRefused", "ConnectTlsError",
 ]

@@ -27,6 +27,7 @@ from mirrorbook.connect.errors import (
     ConnectError,
     ConnectServerError,
     ConnectTimeout,
+    ConnectTlsError,
     ConnectUnreachable,
     Where,
     from_response,
@@ -242,9 +243,20 @@ def _refusal(exc: BaseException) -> ConnectionRefusedError | None:
     return None
 
 
-def _transport_error(exc: httpx.HTTPError, timeout_s: float, where: Where) -> ConnectError:
+def _transport_error(exc: httpx.HTTPError, timeout_s: float, where: Where, verify: bool | str = True
+                     ) -> ConnectError:
     if isinstance(exc, httpx.TimeoutException):
         return ConnectTimeout(f"no answer within {timeout_s:.3g}s ({type(exc).__name__})", where=where)
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        trust = f"the CA file in `verify` ({verify})" if isinstance(verify, str) else "the system's CA certificates"
+        return ConnectTlsError(f"TLS handshake failed: the worker's certificate is not trusted by {trust}", where=where,
+                               hint="set `verify` in this Connect cluster's connection to the CA file that signed "
+                                    "the worker's certificate")
+    if where.url.startswith("http://") and ("illegal request line" in text.lower() or "WRONG_VERSION" in text):
+        return ConnectTlsError("the worker answers only HTTPS on this port, and the call was sent as plain HTTP",
+                               where=where, hint="set use_tls=true (schema https) in this Connect cluster's "
+                                                 "connection, and `verify` to its CA file")
     refused = _refusal(exc) if isinstance(exc, httpx.ConnectError) else None
     # The same words from both transports (the async one says "Connect call failed ('127.0.0.1', 9)").
     reason = f"[Errno {refused.errno}] {os.strerror(refused.errno)}" if refused and refused.errno else str(exc)
@@ -283,7 +295,7 @@ class _Base:
 
     def where(self, call: Call[Any]) -> Where:
         return Where(url=self.settings.url, cluster=self.settings.name, method=call.method, path=call.path,
-                     call=call.describe())
+                     call=call.describe(), user=self.settings.username)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.settings.url!r})"
@@ -321,7 +333,7 @@ class _Attempts:
         call = self.call
         if isinstance(answer, httpx.HTTPError):
             self.client._observe(call, None)
-            err = _transport_error(answer, self.timeout_s, self.where)
+            err = _transport_error(answer, self.timeout_s, self.where, self.client.settings.verify)
         else:
             self.client._observe(call, answer.status_code)
             try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from mirrorbook.bounds import cut
 from mirrorbook.redaction import redact_text
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import MirrorbookError, Refused
 
 NOT_STOPPED_MARKER = "must be in the STOPPED state"
 MESSAGE_LIMIT = 1_000  # Connect's messages are short; a proxy's HTML error page is not
@@ -32,6 +32,7 @@ class Where:
     method: str = ""
     path: str = ""
     call: str = ""  # the call in words: "GET status of connector A->B.MirrorSourceConnector"
+    user: str | None = None  # the basic-auth user the call was sent as (never its password)
 
     @property
     def cluster_label(self) -> str:
@@ -113,6 +114,16 @@ class ConnectUnreachable(ConnectServerError):
         self.refused = refused
 
 
+class ConnectAuthRefused(ConnectError, Refused):
+    """401/403: the worker's REST authentication (e.g. BasicAuthSecurityRestExtension) refused the call.
+    Nothing was changed, and repeating the call cannot help."""
+
+
+class ConnectTlsError(ConnectError, Refused):
+    """The TLS handshake failed (an untrusted certificate), or plain HTTP reached an HTTPS-only worker:
+    nothing was sent that could change anything, and repeating the call cannot help."""
+
+
 class ConnectDeadlineExceeded(ConnectError):
     """The call's deadline passed before it succeeded; names the deadline, the attempts and the last error
     (`last`, also the `__cause__`), and keeps the last error's status and fix."""
@@ -143,6 +154,12 @@ def from_response(status: int, body: object, where: Where) -> ConnectError:
     # message reaches a log line, an exception or the audit trail.
     message = cut(redact_text(message), MESSAGE_LIMIT) or f"HTTP {status}"
     kw = dict(status=status, where=where)
+    if status in (401, 403):
+        who = f"as basic-auth user {where.user!r}" if where.user else "without credentials"
+        return ConnectAuthRefused(
+            f"{message} (sent {who}: {'the worker refused the username or password' if status == 401 else 'the user may not make this call'})",
+            hint="set the login/password of this Connect cluster's connection to a user in the worker's "
+                 "basic-auth user file (Connect's PropertyFileLoginModule)", **kw)
     if status == 404:
         return ConnectorNotFound(message, **kw)
     if status == 400 and NOT_STOPPED_MARKER in message:

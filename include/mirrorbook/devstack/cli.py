@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--spark", action="store_true", default=None,
                     help="also a Spark Connect server (pyspark's own, local[*], on 127.0.0.1) for the parity "
                          "proofs; written to airflow-connections.json as spark_connect_default")
+    up.add_argument("--secure", action="store_true", default=None,
+                    help="SASL_SSL brokers (SCRAM-SHA-512, ACLs per principal), Connect on HTTPS with basic auth; "
+                         "a throwaway CA and the secrets in 0600 files of the run dir, the secrets only in "
+                         "airflow-connections.json (chosen at the stack's first up)")
     up.add_argument("--port-base", type=int, help="use ports BASE..BASE+5 instead of free ones (the Spark "
                                                   "Connect server takes a free one)")
     up.add_argument("--checkpoint-interval", type=int, help="emit.checkpoints.interval.seconds (default 5)")
@@ -101,7 +105,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         for f in field if isinstance(field, tuple) else (field,):
             mm2[f] = value
     out: dict[str, Any] = {"mm2": mm2} if mm2 else {}
-    for flag in ("reverse", "spark"):
+    for flag in ("reverse", "spark", "secure"):
         if getattr(args, flag):
             out[flag] = True
     return out
@@ -123,6 +127,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _print_status(status: dict[str, Any]) -> None:
+    sec = status.get("security") or {}
+    print(f"  security: kafka {sec.get('kafka')}, connect {sec.get('connect')}"
+          + (f", CA {sec['ca']}" if sec.get("ca") else ""))
     for alias, c in status["clusters"].items():
         print(f"  cluster {alias}: {c['bootstrap_servers']}  pid={c['pid']} {'up' if c['alive'] else 'DOWN'}")
     for alias, w in status["connect"].items():
@@ -167,11 +174,12 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     if args.bootstrap:
-        bootstrap = args.bootstrap
+        target: str | dict[str, Any] = args.bootstrap
     else:
-        bootstrap = DevStack(args.run_dir).require().brokers[args.cluster].bootstrap
+        # On a secured stack the workload is the `app` principal's, as an application's would be.
+        target = DevStack(args.run_dir).require().kafka_config(args.cluster, "app")
     topics = args.topic_names or [f"{args.prefix}-{i}" for i in range(args.topics)]
-    report = load(bootstrap, topics, args.partitions, args.records, [GroupSpec.parse(g) for g in args.group],
+    report = load(target, topics, args.partitions, args.records, [GroupSpec.parse(g) for g in args.group],
                   pad=args.pad)
     print(report.model_dump_json(indent=2))
     return 0

@@ -48,6 +48,9 @@ class StackSettings(BaseModel):
     # A local Spark Connect server (local[*], the Kafka source on its classpath) for the parity proofs.
     spark: bool = False
     spark_driver_memory_mb: int = Field(1024, ge=256)
+    # SASL_SSL brokers with ACLs, Connect on HTTPS + basic auth (devstack/security.py). Fixed at the first `up`:
+    # a stack's listeners and data are made for one or the other.
+    secure: bool = False
 
 
 def jvm_opts(heap_mb: int, log4j: Path, extra: list[str]) -> list[str]:

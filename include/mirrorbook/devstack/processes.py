@@ -86,11 +86,26 @@ def start_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: 
 
 
 def run_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: list[str],
-             log_path: Path, label: str, timeout: float = 120) -> str:
-    """Run a short-lived JVM tool to completion; a failure names its log."""
+             log_path: Path, label: str, timeout: float = 120, *, secret_args: list[str] = (),
+             argfile: Path | None = None) -> str:
+    """Run a short-lived JVM tool to completion; a failure names its log.
+
+    `secret_args` (appended to `args`) reach the tool through `argfile`, a 0600 file of one argument a line that
+    Kafka's tools read in place of `@argfile` (argparse4j's file prefix), so they never show on a command line;
+    the file is removed when the tool is done."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([java, *jvm_opts, "-cp", classpath, main, *args], capture_output=True,
-                          text=True, timeout=timeout)
+    cmd = [java, *jvm_opts, "-cp", classpath, main, *args]
+    if secret_args:
+        assert argfile is not None, "secret arguments need an argument file"
+        from mirrorbook.devstack.security import write_private
+
+        write_private(argfile, "".join(f"{a}\n" for a in secret_args).encode())
+        cmd.append(f"@{argfile}")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    finally:
+        if secret_args and argfile is not None:
+            argfile.unlink(missing_ok=True)
     log_path.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise ProcessDied(f"{label} failed (exit {proc.returncode}); its output is in {log_path}:\n"

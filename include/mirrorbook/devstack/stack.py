@@ -18,11 +18,12 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from mirrorbook.connect import ConnectClient, ConnectError
+from mirrorbook.connect import ConnectClient, ConnectError, ConnectSettings
 from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.retry import NO_RETRY
 from mirrorbook.connect.wait import WaitTimeout, wait_for
 from mirrorbook.devstack import artifacts, config, ports, spark, versions
+from mirrorbook.devstack import security as devsec
 from mirrorbook.devstack.errors import DevstackError, ProcessDied, ReadinessTimeout, StackNotRunning
 from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.processes import ProcessRecord, died_error, run_java, start_java
@@ -57,10 +58,11 @@ class WorkerState(BaseModel):
     rest_port: int
     flows: list[str]
     process: ProcessRecord | None = None
+    https: bool = False  # a secured stack's: HTTPS only, behind basic auth
 
     @property
     def url(self) -> str:
-        return f"http://localhost:{self.rest_port}"
+        return f"{'https' if self.https else 'http'}://localhost:{self.rest_port}"
 
 
 class StackState(BaseModel):
@@ -82,11 +84,41 @@ class StackState(BaseModel):
     def bootstraps(self) -> dict[str, str]:
         return {alias: b.bootstrap for alias, b in self.brokers.items()}
 
-    def topology(self) -> Topology:
+    @property
+    def security(self) -> devsec.Material | None:
+        """A secured stack's certificates and secrets (None: plaintext)."""
+        return devsec.Material(Path(self.run_dir)) if self.settings.secure else None
+
+    def kafka_config(self, alias: str, user: str = devsec.SUPER_USER) -> str | dict[str, Any]:
+        """How a client reaches cluster `alias`: its bootstrap servers, or on a secured stack a SASL_SSL config as
+        `user` (the devstack's own calls are the super user's)."""
+        sec = self.security
+        bootstrap = self.brokers[alias].bootstrap
+        return sec.client_config(bootstrap, user) if sec else bootstrap
+
+    def connect_settings(self, alias: str) -> ConnectSettings:
+        """How to reach the Connect worker on `alias` (with its CA and basic-auth user on a secured stack)."""
+        worker, sec = self.workers[alias], self.security
+        return sec.connect_settings(worker.url, alias) if sec else ConnectSettings(url=worker.url, name=alias)
+
+    def protocols(self) -> dict[str, str]:
+        """What `status` says of the stack's security: protocols and files, never a secret."""
+        sec = self.security
+        if sec is None:
+            return {"kafka": "PLAINTEXT", "connect": "http"}
+        return {"kafka": f"{devsec.PROTOCOL} ({devsec.MECHANISM}, StandardAuthorizer ACLs)",
+                "controller": "SSL (client certificates)", "connect": "https + basic auth",
+                "ca": str(sec.ca), "principals": ", ".join(devsec.USERS)}
+
+    def topology(self, addresses: bool = True) -> Topology:
+        """The stack's topology; without `addresses` it names connection ids only (a secured stack's file: its
+        clients need the connections' credentials anyway)."""
         return Topology(
-            clusters={a: KafkaClusterSpec(connection_id=f"mirrorbook_kafka_{a.lower()}", bootstrap_servers=b.bootstrap)
+            clusters={a: KafkaClusterSpec(connection_id=f"mirrorbook_kafka_{a.lower()}",
+                                          bootstrap_servers=b.bootstrap if addresses else None)
                       for a, b in self.brokers.items()},
-            connect_clusters={a: ConnectClusterSpec(connection_id=f"mirrorbook_connect_{a.lower()}", url=w.url)
+            connect_clusters={a: ConnectClusterSpec(connection_id=f"mirrorbook_connect_{a.lower()}",
+                                                    url=w.url if addresses else None)
                               for a, w in self.workers.items()},
             flows=self.flows(),
             groups=self.settings.mm2.groups,
@@ -148,17 +180,22 @@ class DevStack:
         tmp.replace(self.state_path)
 
     def _write_topology(self, state: StackState) -> None:
+        sec = state.security
         topo = state.topology()
-        self.topology_path.write_text(topo.to_yaml())
-        conns = {spec.connection_id: {"conn_type": "kafka", "extra": {"bootstrap.servers": spec.bootstrap_servers}}
-                 for spec in topo.clusters.values()}
-        for spec in topo.connect_clusters.values():
-            port = int(spec.url.rsplit(":", 1)[1])
-            conns[spec.connection_id] = {"conn_type": "kafka_connect", "host": "localhost", "port": port,
-                                         "schema": "http"}
+        self.topology_path.write_text(state.topology(addresses=sec is None).to_yaml())
+        conns: dict[str, Any] = {}
+        for alias, spec in topo.clusters.items():
+            extra = state.kafka_config(alias, "mirrorbook")
+            conns[spec.connection_id] = {"conn_type": "kafka", "extra": extra if isinstance(extra, dict)
+                                         else {"bootstrap.servers": extra}}
+        for alias, spec in topo.connect_clusters.items():
+            port = state.workers[alias].rest_port
+            conns[spec.connection_id] = sec.connect_connection(port) if sec else {
+                "conn_type": "kafka_connect", "host": "localhost", "port": port, "schema": "http"}
         if state.spark:
             conns[spark.CONN_ID] = state.spark.connection()
-        self.connections_path.write_text(json.dumps(conns, indent=2))
+        # A secured stack's connections carry its passwords: readable by their owner only.
+        devsec.write_private(self.connections_path, json.dumps(conns, indent=2).encode())
 
     # -- up -----------------------------------------------------------------------------------------
     def up(self, settings: config.StackSettings | None = None, *, port_base: int | None = None,
@@ -177,12 +214,18 @@ class DevStack:
             state.settings = settings
         if overrides:
             state = self._apply_overrides(state, overrides)
+        if not fresh and state.settings.secure != self.require().settings.secure:
+            was = "secured" if not state.settings.secure else "plaintext"
+            raise DevstackError(f"The stack in {self.run_dir} was made {was}: its listeners and data cannot change "
+                                "kind", f"mirrorbook devstack down --purge --run-dir {self.run_dir}, then up again")
         libs = artifacts.kafka_libs()
         cp = f"{libs}/*"
         started: list[str] = []  # filled as processes start, so a failure can stop exactly those
         try:
             self._ensure_workers_declared(state)
             self._ensure_spark_declared(state)
+            if state.security:
+                state.security.ensure()
             self._save(state)
             # The Spark server needs nothing of Kafka to start: launched first, awaited last, its start
             # overlaps the brokers' and workers'.
@@ -190,6 +233,9 @@ class DevStack:
             if fresh:
                 self._format(java, cp, state)
             self._start_brokers(java, cp, state, timeout_s, started)
+            if state.security:
+                for alias in state.brokers:
+                    state.security.ensure_acls(state.brokers[alias].bootstrap)
             self._seed_sources(state)
             self._start_workers(java, cp, state, timeout_s, started)
             changed = self._ensure_connectors(state)
@@ -235,7 +281,7 @@ class DevStack:
             if worker is None:
                 port = state.spare_ports[0] if flow.connect_cluster == state.settings.aliases[1] else state.spare_ports[1]
                 worker = state.workers[flow.connect_cluster] = WorkerState(alias=flow.connect_cluster, rest_port=port,
-                                                                           flows=[])
+                                                                           flows=[], https=state.settings.secure)
             if flow.name not in worker.flows:
                 worker.flows.append(flow.name)
 
@@ -269,29 +315,36 @@ class DevStack:
             path.write_text(config.LOG4J2)
         return path
 
-    def _broker_config(self, broker: BrokerState) -> Path:
+    def _broker_config(self, broker: BrokerState, state: StackState) -> Path:
         path = self.run_dir / "config" / f"broker-{broker.alias}.properties"
         path.parent.mkdir(parents=True, exist_ok=True)
         data_dir = self._broker_dir(broker.alias)
-        path.write_text(config.render_properties(
-            config.broker_properties(broker.broker_port, broker.controller_port, data_dir)))
+        props = config.broker_properties(broker.broker_port, broker.controller_port, data_dir)
+        if state.security:
+            props.update(state.security.broker_properties(broker.broker_port, broker.controller_port))
+        devsec.write_private(path, config.render_properties(props).encode())  # a secured broker's has secrets
         return path
 
     def _format(self, java: str, cp: str, state: StackState) -> None:
         def fmt(broker: BrokerState) -> None:
-            props = self._broker_config(broker)
+            props = self._broker_config(broker, state)
             if (self._broker_dir(broker.alias) / "meta.properties").is_file():
                 return
+            # A secured stack's SCRAM users are bootstrap records of the format; their passwords go to the JVM
+            # in a 0600 argument file, never on its command line.
+            secret_args = state.security.scram_format_args() if state.security else []
             run_java(java, ["-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={self._log4j()}"],
                      cp, STORAGE_TOOL, ["format", "-t", broker.cluster_id, "-c", str(props), "--standalone"],
-                     self._log(f"format-{broker.alias}"), f"formatting the storage of cluster {broker.alias}")
+                     self._log(f"format-{broker.alias}"), f"formatting the storage of cluster {broker.alias}",
+                     secret_args=secret_args, argfile=self.run_dir / "config" / f"format-{broker.alias}.args")
         with ThreadPoolExecutor(len(state.brokers)) as pool:
             list(pool.map(fmt, state.brokers.values()))
 
     def _start_each(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                     only: str | None, members: list[Any], kind: str, label: str,
                     needs: Callable[[Any], list[tuple[int, str]]], heap_mb: int, main: str,
-                    props: Callable[[Any], Path], wait: Callable[[Any, float], None]) -> None:
+                    props: Callable[[Any], Path], wait: Callable[[Any, float], None],
+                    extra_opts: list[str] = ()) -> None:
         """Start the members (brokers or workers) that are not running — each after checking its ports, and
         recorded at once (so `down` finds it even if a later one fails) — then wait until each one started
         answers."""
@@ -300,7 +353,7 @@ class DevStack:
                 continue
             for port, what in needs(m):
                 ports.require_free(port, what)
-            opts = config.jvm_opts(heap_mb, self._log4j(), state.settings.extra_jvm_opts)
+            opts = config.jvm_opts(heap_mb, self._log4j(), [*extra_opts, *state.settings.extra_jvm_opts])
             name = f"{kind}-{m.alias}"
             m.process = start_java(java, opts, cp, main, [str(props(m))], self._log(name), f"{label} {m.alias}")
             started.append(name)
@@ -313,17 +366,19 @@ class DevStack:
                        only: str | None = None) -> None:
         self._start_each(java, cp, state, timeout_s, started, only, list(state.brokers.values()), "broker", "broker",
                          lambda b: [(b.broker_port, f"broker {b.alias}"), (b.controller_port, f"controller {b.alias}")],
-                         state.settings.broker_heap_mb, BROKER_MAIN, self._broker_config, self._wait_broker)
+                         state.settings.broker_heap_mb, BROKER_MAIN, lambda b: self._broker_config(b, state),
+                         lambda b, t: self._wait_broker(b, t, state))
 
-    def _wait_broker(self, broker: BrokerState, timeout_s: float) -> None:
+    def _wait_broker(self, broker: BrokerState, timeout_s: float, state: StackState) -> None:
         from mirrorbook.kafka.admin import KafkaAdmin
 
+        admin = KafkaAdmin(state.kafka_config(broker.alias))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert broker.process
             if not broker.process.alive():
                 raise died_error(broker.process, f"broker {broker.alias}")
-            if ports.wait_port_open(broker.broker_port) and KafkaAdmin(broker.bootstrap).ping(timeout_s=2.0):
+            if ports.wait_port_open(broker.broker_port) and admin.ping(timeout_s=2.0):
                 return
             time.sleep(0.3)
         raise ReadinessTimeout(f"Broker {broker.alias} did not answer on {broker.bootstrap} within {timeout_s:.0f}s",
@@ -335,14 +390,16 @@ class DevStack:
         from mirrorbook.kafka.admin import KafkaAdmin
 
         for flow in state.flows():
-            KafkaAdmin(state.brokers[flow.source].bootstrap).create_topics({CANARY_TOPIC: 1})
+            KafkaAdmin(state.kafka_config(flow.source)).create_topics({CANARY_TOPIC: 1})
 
     def _worker_config(self, worker: WorkerState, state: StackState) -> Path:
         path = self.run_dir / "config" / f"connect-{worker.alias}.properties"
         path.parent.mkdir(parents=True, exist_ok=True)
         props = config.worker_properties(worker.alias, state.brokers[worker.alias].bootstrap, worker.rest_port,
                                          state.settings)
-        path.write_text(config.render_properties(props))
+        if state.security:
+            props.update(state.security.worker_properties(worker.rest_port))
+        devsec.write_private(path, config.render_properties(props).encode())  # a secured worker's has secrets
         return path
 
     def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
@@ -350,11 +407,12 @@ class DevStack:
         self._start_each(java, cp, state, timeout_s, started, only, list(state.workers.values()), "connect",
                          "Connect worker", lambda w: [(w.rest_port, f"Connect worker {w.alias}")],
                          state.settings.connect_heap_mb, CONNECT_MAIN, lambda w: self._worker_config(w, state),
-                         self._wait_worker)
+                         lambda w, t: self._wait_worker(w, t, state),
+                         state.security.worker_jvm_opts() if state.security else [])
 
-    def _wait_worker(self, worker: WorkerState, timeout_s: float) -> None:
+    def _wait_worker(self, worker: WorkerState, timeout_s: float, state: StackState) -> None:
         deadline = time.monotonic() + timeout_s
-        with ConnectClient(worker.url, retry=NO_RETRY) as client:
+        with ConnectClient(state.connect_settings(worker.alias), retry=NO_RETRY) as client:
             while time.monotonic() < deadline:
                 assert worker.process
                 if not worker.process.alive():
@@ -372,9 +430,8 @@ class DevStack:
         changed = []
         bootstraps = state.bootstraps()
         for flow in state.flows():
-            worker = state.workers[flow.connect_cluster]
-            with ConnectClient(worker.url) as client:
-                for name, cfg in config.connector_configs(flow, bootstraps, state.settings.mm2).items():
+            with ConnectClient(state.connect_settings(flow.connect_cluster)) as client:
+                for name, cfg in self._connector_configs(state, flow, bootstraps, state.settings.mm2).items():
                     try:
                         current = client.get_config(name)
                     except ConnectorNotFound:
@@ -392,7 +449,7 @@ class DevStack:
             if only and flow.connect_cluster != only:
                 continue
             worker = state.workers[flow.connect_cluster]
-            with ConnectClient(worker.url, retry=NO_RETRY) as client:
+            with ConnectClient(state.connect_settings(flow.connect_cluster), retry=NO_RETRY) as client:
                 for role, name in flow.connectors.items():
                     try:
                         wait_for(client, name, "RUNNING", timeout_s=max(1.0, deadline - time.monotonic()),
@@ -401,6 +458,15 @@ class DevStack:
                         if worker.process and not worker.process.alive():
                             raise died_error(worker.process, f"Connect worker {worker.alias}") from exc
                         raise ReadinessTimeout(str(exc), f"read {worker.process.log if worker.process else 'its log'}")
+
+    @staticmethod
+    def _connector_configs(state: StackState, flow: FlowSpec, bootstraps: dict[str, str],
+                           mm2: config.Mm2Settings) -> dict[str, dict[str, str]]:
+        configs = config.connector_configs(flow, bootstraps, mm2)
+        if state.security:
+            extra = state.security.connector_properties()
+            configs = {name: {**cfg, **extra} for name, cfg in configs.items()}
+        return configs
 
     # -- extra flows over the same clusters ---------------------------------------------------------
     def alias_flow(self, alias: str, *, of: str = "A", target: str = "B", topics: str = ".*",
@@ -419,8 +485,9 @@ class DevStack:
         clusters = {**topo.clusters, alias: KafkaClusterSpec(connection_id=f"mirrorbook_kafka_{alias.lower()}",
                                                              bootstrap_servers=state.brokers[of].bootstrap)}
         settings = (mm2 or state.settings.mm2).model_copy(update={"topics": topics})
-        configs = config.connector_configs(flow, {**state.bootstraps(), alias: state.brokers[of].bootstrap}, settings)
-        with ConnectClient(state.workers[target].url) as client:
+        configs = self._connector_configs(state, flow, {**state.bootstraps(), alias: state.brokers[of].bootstrap},
+                                          settings)
+        with ConnectClient(state.connect_settings(target)) as client:
             for name, cfg in configs.items():
                 client.put_config(name, {**cfg, "offset-syncs.topic.location": "target"})
             for role, name in flow.connectors.items():
@@ -431,7 +498,7 @@ class DevStack:
 
     def remove_flow(self, flow: FlowSpec) -> None:
         state = self.require()
-        with ConnectClient(state.workers[flow.connect_cluster].url) as client:
+        with ConnectClient(state.connect_settings(flow.connect_cluster)) as client:
             for _, name in flow.connectors.items():
                 try:
                     client.delete(name)
@@ -446,7 +513,7 @@ class DevStack:
             worker = state.workers.get(flow.connect_cluster)
             connectors: dict[str, Any] = {}
             for role, name in flow.connectors.items():
-                connectors[name] = self._connector_status(worker, name)
+                connectors[name] = self._connector_status(state, worker, name)
             flows.append({"name": flow.name, "source": flow.source, "target": flow.target,
                           "connect_url": worker.url if worker else None, "connectors": connectors})
         return {
@@ -454,6 +521,7 @@ class DevStack:
             "kafka_version": state.kafka_version,
             "topology": str(self.topology_path),
             "airflow_connections": str(self.connections_path),
+            "security": state.protocols(),
             "clusters": {a: {"bootstrap_servers": b.bootstrap, "cluster_id": b.cluster_id,
                              "pid": b.process.pid if b.process else None,
                              "alive": bool(b.process and b.process.alive())} for a, b in state.brokers.items()},
@@ -470,11 +538,11 @@ class DevStack:
         }
 
     @staticmethod
-    def _connector_status(worker: WorkerState | None, name: str) -> dict[str, Any]:
+    def _connector_status(state: StackState, worker: WorkerState | None, name: str) -> dict[str, Any]:
         if worker is None or not (worker.process and worker.process.alive()):
             return {"state": "UNREACHABLE", "tasks": []}
         try:
-            with ConnectClient(worker.url, retry=NO_RETRY) as client:
+            with ConnectClient(state.connect_settings(worker.alias), retry=NO_RETRY) as client:
                 st = client.status(name)
             return {"state": st.connector.state, "tasks": [t.state for t in st.tasks]}
         except ConnectorNotFound:

@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 from pydantic import BaseModel
 
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.kafka import access
 from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.types import TP
 from mirrorbook.redaction import get_logger
@@ -98,9 +99,12 @@ class _Once:
 class KafkaAdmin:
     """Admin client for one cluster. `config` is librdkafka config (bootstrap.servers, security, SASL)."""
 
-    def __init__(self, config: str | Mapping[str, Any], request_timeout_s: float = 15.0) -> None:
+    def __init__(self, config: str | Mapping[str, Any], request_timeout_s: float = 15.0,
+                 name: str | None = None) -> None:
         self.config = client_config(config)
         self.timeout = request_timeout_s
+        self.who = access.Who.of(self.config, name)  # how refusals name this client (cluster alias, principal)
+        self._reports = access.Reports(self.config)  # what librdkafka reports of this client: see `access`
         self._client = _Once()  # shared with per-pass views: a client renewed by one is renewed for all
         self._pass_listing: _Once | None = None  # set on a per-pass view only
 
@@ -122,8 +126,16 @@ class KafkaAdmin:
     def client(self) -> AdminClient:
         return self._connect()
 
-    def _connect(self) -> AdminClient:
-        return self._client.get(lambda: AdminClient(dict(self.config)))
+    def _connect(self, probe_s: float | None = None) -> AdminClient:
+        return self._client.get(lambda: self._new_client(probe_s or min(access.PROBE_S, self.timeout)))
+
+    def _new_client(self, probe_s: float) -> AdminClient:
+        """A client the cluster accepts: a refusal (credentials, TLS trust, protocol) is raised here, at the
+        first call that needs the cluster, instead of surfacing as empty answers or timeouts."""
+        self._reports.clear()
+        client = AdminClient(self._reports.client_config(self.config))
+        access.probe(client, self._reports, self.who, probe_s)
+        return client
 
     def __repr__(self) -> str:
         return f"KafkaAdmin({self.bootstrap!r})"
@@ -131,7 +143,7 @@ class KafkaAdmin:
     # -- cluster and topics -------------------------------------------------------------------------
     def ping(self, timeout_s: float = 5.0) -> bool:
         try:
-            md = self.client.list_topics(timeout=timeout_s)
+            md = self._connect(probe_s=timeout_s).list_topics(timeout=timeout_s)
             return bool(md.brokers)
         except KafkaException:
             return False
@@ -243,6 +255,9 @@ class KafkaAdmin:
                 return fn()
             except KafkaException as exc:
                 err = exc.args[0]
+                refusal = access.denied(err, self.who, what)
+                if refusal is not None:
+                    raise refusal from exc
                 if err.name() == "_TIMED_OUT":
                     # A client that kept its connections across a broker's restart can time out on the
                     # coordinator's requests for good (seen for group offsets, while a new client is answered
@@ -275,13 +290,18 @@ class KafkaAdmin:
         result = self.client.list_consumer_groups(request_timeout=self.timeout).result()
         return {g.group_id: _state_name(g.state) for g in result.valid}
 
-    def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupInfo]:
+    def describe_groups(self, groups: Iterable[str], need: str | None = None) -> dict[str, GroupInfo]:
+        """Each group's state and members. `need` (an ACL operation, e.g. "READ" — what writing a group's
+        offsets takes): refuse, naming the groups, if this client's principal lacks it on any of them."""
         groups = list(groups)
         if not groups:
             return {}
+        lacking: list[str] = []
 
         def attempt() -> dict[str, GroupInfo]:
-            futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout)
+            lacking.clear()
+            futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout,
+                                                           include_authorized_operations=need is not None)
             out = {}
             for g, fut in futures.items():
                 try:
@@ -293,9 +313,19 @@ class KafkaAdmin:
                     raise
                 out[g] = GroupInfo(group=g, state=_state_name(d.state), members=len(d.members),
                                    member_hosts=[m.host for m in d.members])
+                ops = {getattr(o, "name", str(o)) for o in (d.authorized_operations or [])}
+                if need is not None and need not in ops and "ALL" not in ops:
+                    lacking.append(g)
             return out
 
-        return self._retrying(attempt, "describe consumer groups")
+        out = self._retrying(attempt, "describe consumer groups")
+        if lacking:
+            raise access.AccessDenied(
+                f"{self.who.cluster}: principal {self.who.principal} lacks {need} on consumer group(s) "
+                f"{', '.join(sorted(lacking))} — nothing was changed",
+                f"grant it: kafka-acls --add --allow-principal {self.who.principal} --operation {need} --group "
+                "<group> (or a prefixed pattern), or use a connection whose principal has it")
+        return out
 
     def committed_offsets(self, groups: Iterable[str]) -> dict[str, dict[TP, int]]:
         """Committed offsets of many groups: all requests in flight together."""
@@ -352,4 +382,7 @@ class KafkaAdmin:
                 fut.result()
             except KafkaException as exc:
                 if exc.args[0].name() not in ("GROUP_ID_NOT_FOUND",):
+                    refusal = access.denied(exc.args[0], self.who, "delete consumer groups", on=g)
+                    if refusal is not None:
+                        raise refusal from exc
                     raise

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any, get_args
 
-from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2 import Translation
@@ -15,7 +15,7 @@ from mirrorbook.mm2.internal_topics import OffsetSyncsLocation, read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import PartitionTranslation, PreciseReport, translate_precise
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
-from mirrorbook.topology import FlowSpec, Topology, load_topology
+from mirrorbook.topology import FlowSpec, load_topology
 
 PING_TIMEOUT_S = 5.0  # the source is read only if it answers within this
 
@@ -35,16 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_translate)
 
 
-def _bootstrap(topology: Topology, alias: str) -> str:
-    servers = topology.clusters[alias].bootstrap_servers
-    if not servers:
-        raise MirrorbookError(f"Cluster {alias!r} has no bootstrap_servers in the topology",
-                              "add bootstrap_servers for it (the CLI does not read Airflow connections)")
-    return servers
-
-
 def cmd_translate(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
+    # The topology's connection ids through the connections file beside it (a secured estate's credentials),
+    # else its addresses.
+    clients = cli_clients(args.topology, topology)
     flow = topology.flow(args.flow)
     groups = args.groups or topology.groups_regex(flow)
     group_matcher(groups)  # a bad regex fails here, before anything is read
@@ -52,42 +47,43 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.mode == "mm2":
         # MM2's checkpoints alone say where a group would start, not whether that skips: with the source
         # readable, its committed offsets and the records count that (as precise mode does).
-        unreadable = _unreadable(topology, flow.source)
-        report = None if unreadable else _precise(topology, flow, groups, policy, args)
-        out = mm2_offsets(topology, flow, groups, policy, report, unreadable)
+        unreadable = _unreadable(clients, flow.source)
+        report = None if unreadable else _precise(clients, flow, groups, policy, args)
+        out = mm2_offsets(clients, flow, groups, policy, report, unreadable)
         print(json.dumps(out, indent=2) if args.json else _mm2_table(out))
     else:
-        report = _precise(topology, flow, groups, policy, args)
+        report = _precise(clients, flow, groups, policy, args)
         print(report.model_dump_json(indent=2) if args.json else precise_table(report))
     return 0
 
 
-def _precise(topology: Topology, flow: FlowSpec, groups: str, policy: ReplicationPolicy,
+def _precise(clients: Clients, flow: FlowSpec, groups: str, policy: ReplicationPolicy,
              args: argparse.Namespace) -> PreciseReport:
-    return translate_precise(_bootstrap(topology, flow.source), _bootstrap(topology, flow.target),
+    return translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
                              flow.source, flow.target, groups, policy=policy,
-                             offset_syncs_location=syncs_location(topology, flow, args.offset_syncs_location))
+                             offset_syncs_location=syncs_location(clients, flow, args.offset_syncs_location))
 
 
-def syncs_location(topology: Topology, flow: FlowSpec, override: OffsetSyncsLocation | None = None
+def syncs_location(clients: Clients, flow: FlowSpec, override: OffsetSyncsLocation | None = None
                    ) -> OffsetSyncsLocation:
     """`override` (the flag), else where the flow's replication backend keeps its offset-syncs."""
-    return override or Clients(TopologyResolver(topology)).replication(flow).offset_mapping().offset_syncs_location
+    return override or clients.replication(flow).offset_mapping().offset_syncs_location
 
 
-def _unreadable(topology: Topology, alias: str) -> str | None:
+def _unreadable(clients: Clients, alias: str) -> str | None:
     """Why the cluster cannot be read now, or None when it answers."""
-    servers = topology.clusters[alias].bootstrap_servers
-    if not servers:
+    try:
+        admin = KafkaAdmin(clients.kafka_config(alias))
+    except MirrorbookError:  # no address, and no connection naming one
         return "no bootstrap_servers in the topology"
-    return None if KafkaAdmin(servers).ping(timeout_s=PING_TIMEOUT_S) else f"{servers} does not answer"
+    return None if admin.ping(timeout_s=PING_TIMEOUT_S) else f"{admin.bootstrap} does not answer"
 
 
-def mm2_offsets(topology: Topology, flow: FlowSpec, groups: str, policy: ReplicationPolicy,
+def mm2_offsets(clients: Clients, flow: FlowSpec, groups: str, policy: ReplicationPolicy,
                 report: PreciseReport | None = None, unreadable: str | None = None) -> dict[str, Any]:
     """MM2's checkpoints for the matching groups; with `report` (the source was read), each committed
     (group, partition) too — its committed offset, and what MM2's checkpoint re-reads and skips from there."""
-    log = read_checkpoints(_bootstrap(topology, flow.target), flow.source, policy=policy,
+    log = read_checkpoints(clients.kafka_config(flow.target), flow.source, policy=policy,
                            group_filter=group_matcher(groups))
     counted = {(r.group, r.target_topic, r.partition): r for r in report.rows} if report else {}
     rows = []

@@ -6,10 +6,9 @@ import argparse
 import asyncio
 import json
 
-from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.clients import cli_clients
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.replication import all_status
-from mirrorbook.topology import load_topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +39,7 @@ def render(statuses: list[FlowStatus], partitions: bool = False) -> str:
 
 
 def cmd_flows(args: argparse.Namespace) -> int:
-    clients = Clients(TopologyResolver(load_topology(args.topology)))
+    clients = cli_clients(args.topology)
     statuses = asyncio.run(all_status(clients))
     if args.json:
         print(json.dumps([s.model_dump(mode="json", by_alias=True) for s in statuses], indent=2))

@@ -97,8 +97,11 @@ def run(spec: SparkSubmitSpec, url: str) -> ParitySummary:
     spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict
     # spec.conf is for a spark-submit of our own; the server runs with its own settings (and the session
     # is shared by every job of this process, so no job changes them for the next).
-    with client_mode():
-        code = common.run_app(app.APP, args, app.body(args, common.Arrow()), spark=session(url))
+    try:
+        with client_mode():
+            code = common.run_app(app.APP, args, app.body(args, common.Arrow()), spark=session(url))
+    finally:
+        spec.forget_secrets()  # the client options reached the server as read options: the file is done
     if not spec.summary_path.is_file():
         raise SparkJobError(f"{spec.name} over Spark Connect ({url.split(';')[0]}) left no summary")
     summary = ParitySummary.model_validate_json(spec.summary_path.read_text())

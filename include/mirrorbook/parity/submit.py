@@ -73,6 +73,13 @@ class SparkSubmitSpec(BaseModel):
     driver_java_options: str | None = None
     summary_path: Path
     output_dir: Path
+    # 0600 files that carry client secrets to the job (its Kafka options file): removed once the job has run,
+    # so no secret stays among its outputs (`forget_secrets`; every runner calls it, however the job ended).
+    secret_files: list[Path] = Field(default_factory=list)
+
+    def forget_secrets(self) -> None:
+        for path in self.secret_files:
+            path.unlink(missing_ok=True)
 
     def command(self, spark_submit: str = "spark-submit") -> list[str]:
         cmd = [spark_submit, "--master", self.master, "--name", self.name]
@@ -168,11 +175,14 @@ def record_parity_job(source_bootstrap: str, target_bootstrap: str, out_dir: str
         args.append("--checksums-only")
     if max_reread is not None:
         args += ["--max-reread", str(max_reread)]
-    if source_options or target_options:
-        args += ["--kafka-options-file", str(_options_file(out_dir, source_options or {}, target_options or {}))]
-    return _spec("record_parity", args, out_dir, master=master,
+    secret = _options_file(out_dir, source_options or {}, target_options or {}) \
+        if source_options or target_options else None
+    if secret is not None:
+        args += ["--kafka-options-file", str(secret)]
+    spec = _spec("record_parity", args, out_dir, master=master,
                  jars=spark_kafka_jars() if jars is None else jars, conf=conf, driver_memory=driver_memory,
                  jvm_options=jvm_options, input_rows=_range_records(snapshot) if not topics else None)
+    return spec.model_copy(update={"secret_files": [secret]}) if secret is not None else spec
 
 
 def _parquet_rows(path: Path) -> int:
@@ -302,6 +312,8 @@ def run(spec: SparkSubmitSpec, *, timeout_s: float | None = 1800, spark_submit: 
             proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=local_env(env), timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
             raise SparkJobError(f"{spec.name} did not finish within {timeout_s:.0f}s", f"read {log}") from exc
+        finally:
+            spec.forget_secrets()
     if not spec.summary_path.is_file():
         raise SparkJobError(f"{spec.name} exited {proc.returncode} without a summary:\n{_tail(log)}", f"read {log}")
     summary = ParitySummary.model_validate_json(spec.summary_path.read_text())

@@ -436,7 +436,10 @@ def restore(rb: Runbook, clients: Clients, topology: Topology, params: DrillPara
     if params.cleanup and canary:
         _delete_groups(rb, clients, flow, canary.groups)
         outcome += "; canary groups deleted on both clusters"
-    after = clients.replication(flow).status().state.value
+    # A flow just started again runs its source task only once Connect has reassigned it: its state is judged
+    # once that task is back (or after a bounded wait), not at the instant the resume returned.
+    started = canary is not None and "started again" in outcome
+    after = moves.settled_status(clients, flow, False, 30.0 if started else 0.0).state.value
     rb.progress_set(RESTORE_KEY, {"outcome": outcome, "flow_state_after": after})
     return {"outcome": outcome, "flow_state_after": after}
 

@@ -147,7 +147,7 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             step.note(own_stop=f"this run stopped {move.via.name} at {stopped_at}: it is expected stopped, "
                                "not waited for")
         # A re-run does not judge the flow (its plan stands), so it gives no source task time to come back.
-        status = _settled_status(clients, move.via, reach[move.from_cluster],
+        status = settled_status(clients, move.via, reach[move.from_cluster],
                                  wait_s=30.0 if move.planned and not resuming and not stopped_at else 0.0)
         if resuming:
             step.note(resuming="this run already has a plan: re-checking reachability only")
@@ -165,7 +165,9 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             raise GateRefused(no_groups(move), NOTHING_TO_MOVE_HINT)
         if not groups:  # a dry run shows the rest of its plan, and this warning in it
             step.note(warning=f"{no_groups(move)}: nothing to move — a real run with these parameters is refused")
-        active = {g: i for g, i in dst.describe_groups(groups).items() if not i.inactive}
+        # Writing a group's offsets on the target takes READ on the group: a principal without it is refused
+        # here, naming the groups, before anything is written.
+        active = {g: i for g, i in dst.describe_groups(groups, need="READ").items() if not i.inactive}
         if active:
             raise _active_refusal(active, move.to_cluster)
         from_states = {g: i.state for g, i in src.describe_groups(groups).items()} if reach[move.from_cluster] else {}
@@ -176,7 +178,7 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
     return step.outcome
 
 
-def _settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: float) -> Any:
+def settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: float) -> Any:
     """The flow's status, giving a source task that is being reassigned (MM2 reconfigures its tasks
     when topics appear) up to `wait_s` to come back before judging."""
     deadline = time.monotonic() + wait_s

@@ -13,7 +13,6 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from mirrorbook.airflow.hooks.connect import settings_from_connection
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectSettings
@@ -29,23 +28,6 @@ class AirflowResolver(TopologyResolver):
         except AirflowNotFoundException:
             return None
 
-    def connect_settings(self, connect_alias: str) -> ConnectSettings:
-        spec = self.topology.connect_clusters.get(connect_alias)
-        conn = self._connection(spec.connection_id) if spec else None
-        if conn is None:
-            return super().connect_settings(connect_alias)
-        return settings_from_connection(conn).model_copy(update={"name": connect_alias})
-
-    def kafka_config(self, cluster_alias: str) -> dict[str, Any]:
-        spec = self.topology.clusters.get(cluster_alias)
-        conn = self._connection(spec.connection_id) if spec else None
-        if conn is None:
-            return super().kafka_config(cluster_alias)
-        config = dict(conn.extra_dejson)
-        if "bootstrap.servers" not in config:
-            raise ValueError(f"Airflow connection {spec.connection_id!r} (kafka) has no bootstrap.servers in its extra")
-        return config
-
 
 class AsyncAirflowResolver(AirflowResolver):
     """For triggers: resolves connections with `aget_connection` (the triggerer's event loop must not block)."""
@@ -58,15 +40,11 @@ class AsyncAirflowResolver(AirflowResolver):
 
     async def aconnect_settings(self, connect_alias: str) -> ConnectSettings:
         spec = self.topology.connect_clusters.get(connect_alias)
-        conn = await self._aconnection(spec.connection_id) if spec else None
-        if conn is None:
-            return TopologyResolver.connect_settings(self, connect_alias)
-        return settings_from_connection(conn).model_copy(update={"name": connect_alias})
+        return self.connect_settings_from(connect_alias, await self._aconnection(spec.connection_id) if spec else None)
 
     async def akafka_config(self, cluster_alias: str) -> dict[str, Any]:
         spec = self.topology.clusters.get(cluster_alias)
-        conn = await self._aconnection(spec.connection_id) if spec else None
-        return dict(conn.extra_dejson) if conn else TopologyResolver.kafka_config(self, cluster_alias)
+        return self.kafka_config_from(cluster_alias, await self._aconnection(spec.connection_id) if spec else None)
 
     async def aclients(self) -> Clients:
         """A Clients whose settings were all resolved up front, so threads never touch Airflow's comms."""

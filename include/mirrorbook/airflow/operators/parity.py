@@ -146,7 +146,14 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
 
     def _submit(self, spec: SparkSubmitSpec, url: str | None) -> ParitySummary:
         """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit).
-        `url`: the Spark Connect server to run on, None for spark-submit."""
+        `url`: the Spark Connect server to run on, None for spark-submit. The job's secret files (its Kafka
+        options) are gone when it returns."""
+        try:
+            return self._run_job(spec, url)
+        finally:
+            spec.forget_secrets()
+
+    def _run_job(self, spec: SparkSubmitSpec, url: str | None) -> ParitySummary:
         if url is not None:
             self.log.info("running %s on the Spark Connect server %s", spec.name, url.split(";")[0])
             return connect.run(spec, url)

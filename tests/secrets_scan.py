@@ -1,0 +1,79 @@
+"""Finding a secured stack's secrets where they must never be: files (text, SQLite databases row by row, Parquet
+cell by cell, anything else as bytes) and the command lines of running processes. Each hit names the file and
+line (a database's dump line, a Parquet row) or the process, and which secret in which form."""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import psutil
+
+from mirrorbook.devstack import security
+
+
+def needles(stack_dir: Path) -> dict[str, str]:
+    """Every secret of the stack in every form it could leak in: as it is, base64, and base64 of `user:password`
+    (an HTTP basic-auth header, a SASL PLAIN token)."""
+    sec = security.Material(stack_dir).secrets()
+    named = {f"SCRAM password of {u}": sec.password(u) for u in security.USERS}
+    named["keystore password"] = sec.keystore_password.get_secret_value()
+    named[f"Connect password of {security.CONNECT_USER}"] = sec.connect_password.get_secret_value()
+    out: dict[str, str] = {}
+    users = {**{f"SCRAM password of {u}": u for u in security.USERS},
+             f"Connect password of {security.CONNECT_USER}": security.CONNECT_USER}
+    for what, value in named.items():
+        out[what] = value
+        out[f"{what} (base64)"] = base64.b64encode(value.encode()).decode()
+        if what in users:
+            out[f"{what} (base64 of user:password)"] = base64.b64encode(f"{users[what]}:{value}".encode()).decode()
+    return out
+
+
+def _lines(path: Path) -> Iterator[str]:
+    head = path.open("rb").read(16)
+    if head.startswith(b"SQLite format 3"):
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            yield from db.iterdump()  # one line per row: XCom, rendered fields, audit events, snapshots, …
+        finally:
+            db.close()
+        return
+    if head.startswith(b"PAR1"):
+        import pyarrow.parquet as pq  # compressed pages: read the cells, not the bytes
+
+        for row in pq.read_table(path).to_pylist():
+            yield repr(row)
+        return
+    yield from path.read_bytes().decode("utf-8", errors="replace").splitlines()
+
+
+def scan_files(roots: Iterable[Path], secrets: dict[str, str], skip: Iterable[Path] = ()) -> tuple[list[str], int]:
+    """Hits as `file:line: which secret`, and how many files were read."""
+    skipped = [p.resolve() for p in skip]
+    hits: list[str] = []
+    count = 0
+    for root in roots:
+        for path in sorted(Path(root).rglob("*")):
+            if not path.is_file() or path.is_symlink() or any(path.resolve().is_relative_to(s) for s in skipped):
+                continue
+            count += 1
+            try:
+                for n, line in enumerate(_lines(path), 1):
+                    hits += [f"{path}:{n}: {what}" for what, value in secrets.items() if value in line]
+            except (OSError, sqlite3.Error) as exc:
+                hits.append(f"{path}: could not be read ({exc})")
+    return hits, count
+
+
+def scan_processes(secrets: dict[str, str]) -> tuple[list[str], int]:
+    """Hits in the command line of every process of this machine (a secret on a command line is seen by all)."""
+    hits: list[str] = []
+    count = 0
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        count += 1
+        hits += [f"pid {proc.info['pid']} ({cmd[:120]}): {what}" for what, value in secrets.items() if value in cmd]
+    return hits, count

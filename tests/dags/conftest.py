@@ -10,11 +10,8 @@ import subprocess
 import sys
 import threading
 import uuid
-<<<<<<< HEAD
-from http.server import BaseHTTPRequestHandler, HTTPServer
-=======
 from contextlib import contextmanager
->>>>>>> h-12
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -203,7 +200,6 @@ def dag_scratch(scratch_flow: ScratchFlow, use_topology) -> Iterator[ScratchFlow
     yield scratch_flow
 
 
-<<<<<<< HEAD
 class Webhook:
     """A tiny local HTTP server that keeps every JSON body POSTed to it."""
 
@@ -238,7 +234,8 @@ def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
     with Webhook() as hook:
         monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
         yield hook
-=======
+
+
 @pytest.fixture
 def secure_scratch(secured: DevStack, unique: str, use_topology, monkeypatch: pytest.MonkeyPatch
                    ) -> Iterator[ScratchFlow]:
@@ -249,4 +246,3 @@ def secure_scratch(secured: DevStack, unique: str, use_topology, monkeypatch: py
         monkeypatch.setenv(f"AIRFLOW_CONN_MIRRORBOOK_KAFKA_{scratch.alias}", json.dumps(conns["mirrorbook_kafka_a"]))
         use_topology(scratch.topology)
         yield scratch
->>>>>>> h-12

@@ -4,14 +4,10 @@ local webhook."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
-<<<<<<< HEAD
-from typing import Any, Iterator
-=======
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Callable, Iterator
->>>>>>> h-12
 
 import pytest
 
@@ -33,48 +29,7 @@ from tests.helpers import eventually, set_topic_config, wait_mirrored
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
-<<<<<<< HEAD
-@pytest.fixture
-def scratch(devstack: DevStack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, use_topology) -> Iterator[ScratchFlow]:
-=======
-class Webhook:
-    """A tiny local HTTP server that keeps every JSON body POSTed to it."""
-
-    def __init__(self) -> None:
-        received: list[dict[str, Any]] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.received = received
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alert?token=s3cret"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "Webhook":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def webhook(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhook]:
-    with Webhook() as hook:
-        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
-        yield hook
-
-
 def _scratch(stack: DevStack, use_topology, clients_of: Callable[[Topology, str], Clients]) -> Iterator[ScratchFlow]:
->>>>>>> h-12
     """A scratch flow of this test, replicating one topic that already holds records and a parked group
     (so MM2 checkpoints it at once). The topic is named `A.<…>`: the session's B->A flow sees its copy on
     B (`<alias>.A.<…>`) as a cycle and never replicates it, so whatever a test breaks on that copy stays

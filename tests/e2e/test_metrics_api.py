@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorbook.clients import Clients, TopologyResolver
+from mirrorbook.clients import Clients, FileResolver
+from mirrorbook.connections import load_connections
+from mirrorbook.devstack.stack import DevStack
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
@@ -38,7 +40,9 @@ def test_metrics_need_airflows_auth_or_the_scrape_token_and_never_ask_connect(e2
     flow = e2e.topology.flow("A->B")
     params = HealthParams(flows=re.escape(flow.name), readiness=False)
     rb = Runbook(RunInfo(run_id=f"e2e-health-{uuid.uuid4().hex[:6]}", dag_id="mm2_health_check"), e2e.audit)
-    report = run_health_check(Clients(TopologyResolver(e2e.topology)), e2e.topology, [flow], params, e2e.audit, rb)
+    # The secured stack's clients, as the health check's task gets them: its connections (SASL_SSL, HTTPS).
+    clients = Clients(FileResolver(e2e.topology, load_connections(DevStack(Path(e2e.stack.run_dir)).connections_path)))
+    report = run_health_check(clients, e2e.topology, [flow], params, e2e.audit, rb)
     [fh] = report.flows
 
     down = Fault(503, count=1_000_000, message="Connect is down")  # every request the proxy gets, from now on

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from mirrorbook.airflow.deadlines import record_miss, rto_deadlines
+from mirrorbook.airflow.deadlines import record_miss, rto_deadlines, task_states, where_the_run_is
 from mirrorbook.audit import AuditStore
 from tests.unit.test_params import TOPOLOGY
 
@@ -22,16 +22,31 @@ def test_one_alert_per_distinct_slo_of_the_flows() -> None:
 
 def test_a_miss_is_recorded_by_the_runs_own_flows_alert_naming_where_it_is(tmp_path: Path) -> None:
     audit = AuditStore(f"sqlite:///{tmp_path / 'a.db'}")
-    audit.record(run_id="r1", dag_id="mm2_failover", task_id="approve_plan", action="step.approval.request",
-                 kind="step", result="noop", mutating=False, flow="A->B")
+    audit.record(run_id="r1", dag_id="mm2_failover", task_id="precheck", action="step.failover.precheck",
+                 kind="step", result="ok", mutating=False, flow="A->B")
     run = {"dag_run_id": "r1", "dag_id": "mm2_failover", "conf": {"flow": "A->B"}, "triggering_user_name": "ops",
            "queued_at": "2026-11-23T17:00:00+00:00"}
+    # As Airflow shows the run: a gate waits (deferred, it records nothing until it is done), the proof warms.
+    states = {"precheck": "success", "wait_groups_inactive": "deferred", "warm_proof": "running",
+              "wait_replication_drained": None, "write_offsets": None}
 
-    assert record_miss(300, run, SLOW, audit) is None  # the 300 s alert is B->A's; A->B's is 60 s
-    done = record_miss(60, run, SLOW, audit)
+    assert record_miss(300, run, states, SLOW, audit) is None  # the 300 s alert is B->A's; A->B's is 60 s
+    done = record_miss(60, run, states, SLOW, audit)
 
     assert done is not None and done["message"] == (
         "mm2_failover of A->B missed its RTO objective of 60 s (queued at 2026-11-23T17:00:00+00:00); it is in task "
-        "approve_plan (waiting for approval); its last recorded step is step.approval.request (noop)")
+        "wait_groups_inactive (waiting (deferred to the triggerer)), task warm_proof (running); its last recorded "
+        "step is step.failover.precheck (ok) in task precheck")
     [event] = audit.events(run_id="r1", action="step.deadline.missed")
-    assert (event.user, event.details["rto_slo_s"], event.details["task_id"]) == ("ops", 60, "approve_plan")
+    assert (event.user, event.details["rto_slo_s"], event.details["task_id"]) == ("ops", 60, "wait_groups_inactive")
+
+
+def test_without_airflows_task_states_the_audit_trail_says_where_the_run_is(tmp_path: Path) -> None:
+    audit = AuditStore(f"sqlite:///{tmp_path / 'a.db'}")
+    run = {"dag_run_id": "r2", "dag_id": "mm2_failover", "conf": {"flow": "A->B"}}
+    assert task_states(run) is None  # no triggerer channel here: asked, not answered, and said so in the log
+    assert record_miss(60, run, None, SLOW, audit)["text"] == "it has recorded no step yet"
+    audit.record(run_id="r2", dag_id="mm2_failover", task_id="approve_plan", action="step.approval.request",
+                 kind="step", result="noop", mutating=False, flow="A->B")
+    assert where_the_run_is(audit, "r2", None)["task_id"] == "approve_plan"
+    assert where_the_run_is(audit, "r2", {"report": "success"})["text"].startswith("no task of it is at work now")

@@ -57,4 +57,10 @@ def form(model: type[BaseModel], topology: Topology | None) -> dict[str, Param]:
         where = f" (flows in {default_path()}: {', '.join(flows) or 'none found'})"
         params["flow"] = Param(flows[0] if flows else "A->B", type="string", title=base.get("title"),
                                examples=flows or None, description=(base.get("description") or "") + where)
+    if "approval" in params and topology is not None:
+        # What `default` means for this runbook, as the topology said when the form was built (a run resolves
+        # it against the topology it is validated with).
+        mode = topology.approval.of(getattr(model, "approval_runbook"))
+        schema = params["approval"].schema
+        schema["values_display"] = {**schema.get("values_display", {}), "default": f"as the topology says ({mode})"}
     return params

@@ -61,9 +61,6 @@ class MirrorbookAlertNotifier(BaseNotifier):
         self.details_key = details_key  # XCom key the failing task pushed its findings under
         self.timeout_s = timeout_s
 
-    def url(self) -> str | None:
-        return self.webhook_url or os.environ.get(WEBHOOK_ENV) or None
-
     def notify(self, context: Any) -> None:
         alert = alert_from_context(context, self.details_key)
         self.log.error("ALERT %s/%s/%s: %s", alert.dag_id, alert.run_id, alert.task_id, alert.message)

@@ -11,7 +11,7 @@ import mirrorbook
 
 CONNECT_CONN_TYPE = "kafka_connect"
 # Every module of mirrorbook.airflow.operators that defines operators (tests/unit/test_provider.py checks it).
-OPERATOR_MODULES = ("connectors", "drill", "health", "move", "offsets", "parity", "runbook")
+OPERATOR_MODULES = ("approval", "connectors", "drill", "health", "move", "offsets", "parity", "runbook")
 
 
 def get_provider_info() -> dict[str, Any]:

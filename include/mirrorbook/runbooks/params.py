@@ -15,7 +15,7 @@ models (mirrorbook.airflow.forms), so what the UI offers and what the runbook ac
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -83,8 +83,19 @@ class ChangeParams(FlowParams):
                                       "checked — and change nothing")
 
 
+ApprovalChoice = Literal["default", "required", "skip"]
+# Last in each form that has it (like parity): the runbook's own fields come first.
+APPROVAL_FIELD = Field("default", title="Approval",
+                       description="required: wait for a human to approve the plan (Required Actions) before anything "
+                                   "changes; skip: go on without asking; default: what the topology's `approval` says "
+                                   "for this runbook (required unless set). A dry run never waits",
+                       json_schema_extra={"values_display": {"default": "as the topology says",
+                                                             "required": "required", "skip": "skip"}})
+
+
 class ApprovedParams(ChangeParams):
-    """A runbook whose plan a human approves before its first mutation (runbooks/approval.py).
+    """A runbook whose plan a human approves before its first mutation (runbooks/approval.py); each subclass
+    declares `approval: ApprovalChoice = APPROVAL_FIELD` last in its form.
 
     The form's default is `default`: "what the topology's `approval` says for this runbook", resolved when
     the run is validated — not the topology's value copied into the form when the DAG file was parsed, which
@@ -92,12 +103,8 @@ class ApprovedParams(ChangeParams):
     whatever the DAG processor last read rather than the topology the run is checked against."""
 
     approval_runbook: ClassVar[str]
-
-    approval: Literal["default", "required", "skip"] = Field(
-        "default", title="Approval",
-        description="required: wait for a human to approve the plan (Required Actions) before anything changes; "
-                    "skip: go on without asking; default: what the topology's `approval` says for this runbook "
-                    "(required unless set). A dry run never waits")
+    if TYPE_CHECKING:
+        approval: ApprovalChoice
 
     _approval: tuple[str, str] | None = None
 
@@ -187,6 +194,7 @@ class OffsetsParams(ApprovedParams):
                                     description="the snapshot to re-apply, from `mirrorbook audit snapshots`")
     parity: Parity = PARITY_FIELD
     spark_connect: str | None = SPARK_CONNECT_FIELD
+    approval: ApprovalChoice = APPROVAL_FIELD
 
     _parsed: ConnectorOffsets | None = None
 
@@ -328,6 +336,7 @@ class FailoverParams(MoveParams):
                                      description="start TARGET->SOURCE afterwards, ready for a later failback")
     parity: Parity = PARITY_FIELD
     spark_connect: str | None = SPARK_CONNECT_FIELD
+    approval: ApprovalChoice = APPROVAL_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -345,6 +354,7 @@ class FailbackParams(MoveParams):
                                description="resume SOURCE->TARGET once the groups are back on SOURCE")
     parity: Parity = PARITY_FIELD
     spark_connect: str | None = SPARK_CONNECT_FIELD
+    approval: ApprovalChoice = APPROVAL_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)

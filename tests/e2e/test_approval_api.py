@@ -1,18 +1,23 @@
-"""Approval through the REST API of a real `airflow standalone` (scheduler, API server, no mocks).
+"""Approval and RTO deadlines through the REST API of a real `airflow standalone` (scheduler, triggerer, API
+server; no mocks).
 
-- A planned failover, triggered over the API without `approval` (the topology's default: required), waits under
-  Required Actions with its plan; rejected over the API, it fails with nothing written — no mutating call in
-  mirrorbook's audit, none through the Connect proxy, no offsets committed on B — and the rejection is in the
-  audit under the responder's name.
-- The same failover has an RTO objective of E2E_RTO_SLO_S (10 s) on its flow: while it waits, the scheduler's
-  DAG-run deadline fires and its callback audits `deadline.missed`, naming where the run is.
-- An mm2_offsets alter is approved with the README's own commands, as written (their address and run swapped
-  for this server's): the run goes on and succeeds. (The failover is approved in tests/dags/test_approval.py:
-  approving this module's failover here would move the groups test_failover_api.py moves.)
+- A planned failover, triggered over the API without `approval` (the topology's default: required), first waits
+  at its gate (a consumer group still active on A) past its flow's RTO objective (E2E_RTO_SLO_S): the scheduler's
+  DAG-run deadline fires and its callback audits `deadline.missed` naming that gate. Released, the run waits
+  under Required Actions with its plan; rejected over the API, it fails with nothing written — no mutating call
+  in mirrorbook's audit, none through the Connect proxy, no offsets committed on B — and the rejection is in the
+  audit under the responder's name. New tries of the approval step (Airflow 3.3.2 retries it when an answer
+  beats the scheduler to the parked attempt's executor event; here clears, which do the same on purpose)
+  never ask again: before the answer, one waits on the same request; after it, the answer stands.
+- An mm2_offsets alter waits for approval; Chromium shows its plan on Airflow's Required Actions page; it is
+  approved with the README's own commands, as written (their address and run swapped for this server's), and
+  goes on. (The failover is approved in tests/dags/test_approval.py: approving this module's failover here
+  would move the groups test_failover_api.py moves.)
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -20,12 +25,15 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from mirrorbook.kafka.admin import KafkaAdmin
 from tests.e2e.conftest import E2E, E2E_RTO_SLO_S
+from tests.e2e.browser import keep, page, session_cookie
+from tests.helpers import ActiveConsumer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -56,7 +64,7 @@ def _asked(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 300) 
             return listed[0]
         state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json().get("state")
         assert state in ("queued", "running"), f"{dag_id} {run_id} ended ({state}) without asking for approval"
-        time.sleep(1)
+        time.sleep(2)  # one API worker serves the scheduler's tasks too: poll gently
     raise AssertionError(f"{dag_id} {run_id} did not ask for approval within {timeout_s} s: "
                          f"{_tasks(api, dag_id, run_id)}")
 
@@ -67,7 +75,7 @@ def _finished(api: httpx.Client, dag_id: str, run_id: str, timeout_s: float = 18
         state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json()["state"]
         if state in ("success", "failed"):
             return state
-        time.sleep(1)
+        time.sleep(2)  # one API worker serves the scheduler's tasks too: poll gently
     raise AssertionError(f"{dag_id} {run_id} still running after {timeout_s} s: {_tasks(api, dag_id, run_id)}")
 
 
@@ -82,7 +90,7 @@ def _parsed_after(api: httpx.Client, dag_id: str, since: float, timeout_s: float
     raise AssertionError(f"{dag_id} not parsed again within {timeout_s} s")
 
 
-def _event(e2e: E2E, run_id: str, action: str, timeout_s: float = 90) -> Any:
+def _event(e2e: E2E, run_id: str, action: str, timeout_s: float = 240) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = e2e.audit.events(run_id=run_id, action=action)
@@ -92,44 +100,88 @@ def _event(e2e: E2E, run_id: str, action: str, timeout_s: float = 90) -> Any:
     raise AssertionError(f"no {action} in the audit of {run_id} within {timeout_s} s:\n{e2e.airflow.log_tail(3000)}")
 
 
-def test_a_failover_waiting_for_approval_misses_its_rto_and_rejected_writes_nothing(e2e: E2E):
+def _clear(api: httpx.Client, dag_id: str, run_id: str, task_id: str) -> None:
+    r = api.post(f"/api/v2/dags/{dag_id}/clearTaskInstances",
+                 json={"dag_run_id": run_id, "task_ids": [task_id], "dry_run": False, "only_failed": False,
+                       "include_downstream": True, "reset_dag_runs": True})
+    assert r.status_code == 200, r.text
+
+
+def _awaiting(api: httpx.Client, dag_id: str, run_id: str, task_id: str, try_number: int,
+              timeout_s: float = 180) -> None:
+    """Until that try of the task waits for input."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ti = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}").json()
+        if ti.get("try_number") == try_number and ti.get("state") == "awaiting_input":
+            return
+        time.sleep(2)
+    raise AssertionError(f"{task_id} try {try_number} not awaiting input within {timeout_s} s: {ti}")
+
+
+def _pending(api: httpx.Client, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    return api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/hitlDetails",
+                   params={"response_received": False}).json().get("hitl_details", [])
+
+
+def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_answer_stands(e2e: E2E):
     scratch = e2e.failover
+    bootstrap_a = e2e.stack.brokers["A"].bootstrap
     admin_b = KafkaAdmin(e2e.stack.brokers["B"].bootstrap)
     run_id = f"e2e-approval-reject-{uuid.uuid4().hex[:8]}"
     committed_before = admin_b.committed_offsets(scratch.groups)
     with e2e.client() as api:
         _parsed_after(api, "mm2_failover", Path(e2e.airflow.env["MIRRORBOOK_TOPOLOGY"]).stat().st_mtime)
         changes_before = len([c for c in e2e.proxy.calls() if c.method != "GET"])
-        _trigger(api, "mm2_failover", run_id, {"flow": scratch.flow.name, "mode": "planned", "parity": "off",
-                                               "groups": f"{re.escape(scratch.topic)}-g.*", "drain_timeout": 120})
+        with ActiveConsumer(bootstrap_a, scratch.groups[0], [scratch.topic]):  # the gate waits for it
+            _trigger(api, "mm2_failover", run_id, {"flow": scratch.flow.name, "mode": "planned", "parity": "off",
+                                                   "groups": f"{re.escape(scratch.topic)}-g.*", "drain_timeout": 240})
+            missed = _event(e2e, run_id, "step.deadline.missed")
+        queued = datetime.fromisoformat(api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").json()["queued_at"]
+                                        .replace("Z", "+00:00"))
+
         asked = _asked(api, "mm2_failover", run_id)
         assert asked["task_instance"]["state"] == "awaiting_input" and asked["options"] == ["Approve", "Reject"]
         assert asked["subject"].startswith(f"Approve the failover of {scratch.flow.name} (planned): "
                                            f"{len(scratch.groups)} group(s)")
-        assert "| records skipped | 0 |" in asked["body"] and f"stop the connectors of {scratch.flow.name}" in asked["body"]
-
-        # Past its RTO objective, the run is still waiting: the scheduler fires the deadline, the callback audits it.
-        missed = _event(e2e, run_id, "step.deadline.missed")
-        queued = datetime.fromisoformat(api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").json()["queued_at"]
-                                        .replace("Z", "+00:00"))
-        assert (missed.started_at - queued).total_seconds() >= E2E_RTO_SLO_S
-        earlier = [e for e in e2e.audit.events(run_id=run_id) if e.seq < missed.seq]
-        assert (missed.details["last_step"], missed.details["task_id"]) == (earlier[-1].action, earlier[-1].task_id)
-        assert missed.details["rto_slo_s"] == E2E_RTO_SLO_S and missed.user == "admin"
-
+        for text in ("| records skipped | 0 |", "| replication lag | 0 record(s)", "× AlterConsumerGroupOffsets",
+                     f"/connectors/{quote(scratch.flow.connector('source'), safe='')}/stop"):
+            assert text in asked["body"], asked["body"]
+        # A new try while the request stands (what Airflow's retry makes): it waits on the same request.
+        _clear(api, "mm2_failover", run_id, "approve_plan")
+        _awaiting(api, "mm2_failover", run_id, "approve_plan", try_number=2)
+        [still] = _pending(api, "mm2_failover", run_id)
+        assert (still["subject"], still["body"]) == (asked["subject"], asked["body"])
         answered = api.patch(_hitl("mm2_failover", run_id), json={"chosen_options": ["Reject"]})
         assert answered.status_code == 200, answered.text
         assert _finished(api, "mm2_failover", run_id) == "failed"
-        tis = _tasks(api, "mm2_failover", run_id)
+        first = _tasks(api, "mm2_failover", run_id)
 
-    assert tis["approve_plan"] == "failed" and tis["write_offsets"] == "upstream_failed", tis
-    assert tis["unlock_flow"] == "success", tis
+        # A new try after the answer: the rejection stands, nobody is asked again.
+        _clear(api, "mm2_failover", run_id, "approve_plan")
+        assert _finished(api, "mm2_failover", run_id) == "failed"
+        again = _tasks(api, "mm2_failover", run_id)
+        pending = _pending(api, "mm2_failover", run_id)
+        tries = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}/taskInstances/approve_plan").json()
+
+    # The deadline fired while the gate waited, and says so.
+    assert (missed.started_at - queued).total_seconds() >= E2E_RTO_SLO_S
+    assert missed.details["task_id"] == "wait_groups_inactive", missed.details
+    assert "task wait_groups_inactive (waiting (deferred to the triggerer))" in missed.details["text"]
+    assert missed.details["rto_slo_s"] == E2E_RTO_SLO_S and missed.user == "admin"
+    # Rejected: nothing was written, and the answer stood for the second try.
+    for tis in (first, again):
+        assert tis["approve_plan"] == "failed" and tis["write_offsets"] == "upstream_failed", tis
+        assert tis["unlock_flow"] == "success", tis
+    assert tries["try_number"] >= 3 and pending == []
     assert e2e.audit.count_mutating(run_id) == 0
     assert [c for c in e2e.proxy.calls() if c.method != "GET"][changes_before:] == []
     assert admin_b.committed_offsets(scratch.groups) == committed_before
-    [decision] = e2e.audit.events(run_id=run_id, action="step.approval.decision")
+    [request] = e2e.audit.events(run_id=run_id, action="step.approval.request")  # asked once
+    [decision] = e2e.audit.events(run_id=run_id, action="step.approval.decision")  # answered once
     assert (decision.user, decision.result, decision.details["answer"]) == ("admin", "refused", ["Reject"])
     assert "rejected by admin: the run ends here; nothing was changed." in decision.error
+    assert request.details["because"] == "the topology's approval.failover is required"
 
 
 def _readme_block() -> str:
@@ -137,7 +189,7 @@ def _readme_block() -> str:
     return block
 
 
-def test_the_readmes_approval_commands_approve_a_waiting_run(e2e: E2E):
+def test_required_actions_shows_the_plan_and_the_readmes_commands_approve_it(e2e: E2E, tmp_path: Path):
     flow = e2e.ops.flow
     run_id = f"e2e-approval-ok-{uuid.uuid4().hex[:8]}"
     heartbeat = {"offsets": [{"partition": {"sourceClusterAlias": flow.source, "targetClusterAlias": flow.target},
@@ -147,6 +199,17 @@ def test_the_readmes_approval_commands_approve_a_waiting_run(e2e: E2E):
                                               "offsets": heartbeat, "parity": "off", "approval": "required"})
         asked = _asked(api, "mm2_offsets", run_id)
         assert asked["subject"].startswith(f"Approve alter of {flow.connector('heartbeat')}'s offsets")
+
+        # What the approver sees in Airflow's UI: the run's Required Actions, the plan in it.
+        shot = tmp_path / "required-actions-mm2_offsets.png"
+        with page(session_cookie(e2e.url, e2e.token())) as tab:
+            tab.navigate(f"{e2e.url}/dags/mm2_offsets/runs/{run_id}/required_actions")
+            shown = tab.wait_for(f"document.body.innerText.includes({json.dumps(asked['subject'])})"
+                                 " && document.body.innerText.includes('partitions changed')"
+                                 " && document.body.innerText", timeout_s=180, what="the request and its plan")
+            tab.screenshot(shot)
+        keep(shot)
+        assert "Calls it will make" in shown and "Nothing has been changed yet" in shown
 
         block = _readme_block()
         first = block.splitlines()[0]

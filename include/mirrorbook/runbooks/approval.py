@@ -220,7 +220,7 @@ def offsets_request(*, flow: str, part: str, name: str, action: str, state: Any,
 # -- what the audit keeps ----------------------------------------------------------------------------
 
 def record_request(rb: Runbook, flow: str, request: Request, policy: tuple[str, str], timeout_s: int) -> None:
-    with rb.step("approval.request", flow) as step:
+    with rb.step(REQUEST, flow) as step:
         step.note(subject=request.subject, facts=request.facts, policy=policy[0], because=policy[1],
                   timeout_s=timeout_s)
 
@@ -230,21 +230,44 @@ def record_skipped(rb: Runbook, flow: str, policy: tuple[str, str]) -> None:
         step.note(policy=policy[0], because=policy[1])
 
 
+DECISION, REQUEST = "approval.decision", "approval.request"
+
+
+def requested(rb: Runbook) -> bool:
+    """Whether this run asked for approval already (an earlier try of its approval step)."""
+    return bool(rb.audit.events(run_id=rb.info.run_id, action=f"step.{REQUEST}", limit=1))
+
+
+def recorded_answer(rb: Runbook) -> Answer | None:
+    """The answer this run already recorded (by any try of its approval step), if it has one."""
+    found = rb.audit.events(run_id=rb.info.run_id, action=f"step.{DECISION}", limit=1, newest_first=True)
+    if not found:
+        return None
+    d = found[0].details
+    return Answer(chosen_options=d.get("answer") or [], responded_by_user=d.get("responded_by"),
+                  responded_at=d.get("responded_at"), timedout=bool(d.get("timed_out")))
+
+
 def record_answer(rb: Runbook, flow: str, answer: Answer) -> None:
     """The answer, recorded as the responder's step; a rejection or a timeout ends the run (NotApproved)."""
     who = answer.responder
     responder = Runbook(rb.info.model_copy(update={"user": who or rb.info.user}), rb.audit, dry_run=rb.dry_run)
-    with responder.step("approval.decision", flow) as step:
+    with responder.step(DECISION, flow) as step:
         step.note(answer=answer.chosen_options, responded_by=answer.responded_by_user,
                   responded_at=answer.responded_at.isoformat() if answer.responded_at else None,
                   timed_out=answer.timedout, triggered_by=rb.info.user)
-        if answer.approved:
-            return
-        changed = rb.audit.count_mutating(rb.info.run_id)
-        outcome = ("nothing was changed" if changed == 0 else
-                   f"{changed} mutating call(s) of this run had been made before it (see its audit trail)")
-        if answer.timedout:
-            raise NotApproved(f"Nobody answered the approval request in time: the run ends here; {outcome}.",
-                              "trigger the runbook again when someone can approve it, or set approval=skip")
-        raise NotApproved(f"The plan was rejected by {cut(who or 'an unknown user')}: the run ends here; {outcome}.",
-                          "change what the plan showed was wrong and trigger the runbook again")
+        stands(rb, answer)
+
+
+def stands(rb: Runbook, answer: Answer) -> None:
+    """An approval lets the run go on; a rejection or a timeout ends it (NotApproved), saying what it changed."""
+    if answer.approved:
+        return
+    changed = rb.audit.count_mutating(rb.info.run_id)
+    outcome = ("nothing was changed" if changed == 0 else
+               f"{changed} mutating call(s) of this run had been made before it (see its audit trail)")
+    if answer.timedout:
+        raise NotApproved(f"Nobody answered the approval request in time: the run ends here; {outcome}.",
+                          "trigger the runbook again when someone can approve it, or set approval=skip")
+    raise NotApproved(f"The plan was rejected by {cut(answer.responder or 'an unknown user')}: the run ends here; "
+                      f"{outcome}.", "change what the plan showed was wrong and trigger the runbook again")

@@ -19,8 +19,9 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk.exceptions import TaskAwaitingInput
 
-from mirrorbook.airflow.operators.base import RunbookTask, guarded
+from mirrorbook.airflow.operators.base import RunbookTask, guarded, run_info
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.runbooks import approval, failover, move as moves
 from mirrorbook.runbooks.approval import APPROVE, REJECT, Answer, Request
@@ -53,22 +54,47 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
             guarded(lambda: approval.record_skipped(rb, flow.name, policy))
             self.log.info("approval not asked: %s", policy[1])
             return {"approved": None, "skipped": policy[1]}
+        # The answer stands for the run. A new try of this task finds what an earlier try recorded:
+        # - the decision (a clear after the answer, or a retry after execute_complete recorded it): it stands;
+        # - the request, answered or not: Airflow holds it, and the answer if one came. Asking again would
+        #   erase that answer — the provider's request upsert clears a response — and leave the run waiting for
+        #   an answer already given. Airflow 3.3.2 makes exactly that retry when the answer comes before the
+        #   scheduler has handled the executor's event for the attempt that parked (it takes the resumed
+        #   attempt for one changed externally and fails it). So the task parks again on the request as it is;
+        #   if it holds an answer, Airflow resumes it straight into execute_complete with that answer.
+        decided = approval.recorded_answer(rb)
+        if decided is not None:
+            self.log.info("already answered (%s by %s): the answer stands for this run", decided.chosen_options,
+                          decided.responder)
+            return self._decided(rb, flow.name, decided)
+        if approval.requested(rb):
+            self.log.info("this run asked already (an earlier try): waiting on that request, as it is")
+            raise TaskAwaitingInput(method_name="execute_complete", timeout=self.response_timeout)
         request = self.guarded_run(rb, [flow], lambda: self._request(rb, params))
         guarded(lambda: approval.record_request(rb, flow.name, request, policy, self.timeout_s))
         self.subject, self.body = request.subject, request.body
         for line in request.body.splitlines():
             self.log.info("%s", line)
-        return super().execute(context)  # waits for the answer (AWAITING_INPUT), then execute_complete
+        return super().execute(context)  # writes the request, waits for the answer (AWAITING_INPUT)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         # No defaults would resume with an error event instead (the provider's timeout without defaults).
         answer = (Answer(timedout=True) if "error" in event else
                   Answer.model_validate({k: event[k] for k in Answer.model_fields if k in event}))
-        params = self.runbook_params(context)
-        rb = self.runbook(context)
-        guarded(lambda: approval.record_answer(rb, params.flow_spec.name, answer))  # NotApproved: fails for good
+        # Recorded before anything else this attempt does: what a human answered must not be lost to a later
+        # failure of this attempt (a retry then finds it, above).
+        rb = Runbook(run_info(context, self.task_id), self.audit())
+        self._decided(rb, self.runbook_params(context).flow_spec.name, answer)
         self.log.info("approved by %s", answer.responder)
         return super().execute_complete(context, event)
+
+    def _decided(self, rb: Runbook, flow: str, answer: Answer) -> dict[str, Any]:
+        """Record `answer` unless this run already did; then go on (approved) or end the run for good."""
+        if approval.recorded_answer(rb) is None:
+            guarded(lambda: approval.record_answer(rb, flow, answer))
+        guarded(lambda: approval.stands(rb, answer))
+        return {"approved": True, "responded_by": answer.responder,
+                "responded_at": answer.responded_at.isoformat() if answer.responded_at else None}
 
     def _request(self, rb: Runbook, params: Any) -> Request:
         topology, clients = self.hook.topology, self.hook.clients

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from mirrorbook.errors import MirrorbookError, Refused
 from mirrorbook.bounds import shown
-from mirrorbook.patterns import compile_whole_id, reason
+from mirrorbook.patterns import compile_whole_id, reason, whole_id_matcher
 
 CONNECTOR_CLASSES = {
     "source": "MirrorSourceConnector",
@@ -130,6 +130,32 @@ class ApprovalPolicy(_Strict):
         return getattr(self, runbook)
 
 
+class FailoverOnAlert(_Strict):
+    """mm2_failover_on_alert: when a flow the health check watches stays NOT_REPLICATING for
+    `consecutive_checks` checks in a row, propose its unplanned failover — a run of mm2_failover that always
+    waits for a human to approve it. Off unless `enabled`; never twice within `cooldown_s` of a failover, a
+    rejection or a proposal of that flow (the audit store says when those were)."""
+
+    enabled: bool = False
+    flows: str = Field(default=".*", description="whole-name regex of the flows it watches")
+    consecutive_checks: int = Field(default=3, ge=1, le=100,
+                                    description="health checks in a row that must find the flow NOT_REPLICATING")
+    cooldown_s: int = Field(default=3600, ge=0, le=7 * 86_400,
+                            description="no proposal within this long after a failover, a rejection or a proposal "
+                                        "of the flow")
+    max_wait_s: int = Field(default=3600, ge=60, le=86_400,
+                            description="how long a run waits for the checks that follow the change")
+
+    @field_validator("flows")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        return _pattern(v)
+
+    def watched(self, topology: "Topology") -> list[FlowSpec]:
+        matches = whole_id_matcher(self.flows, "failover_on_alert.flows")
+        return [f for f in topology.flows if matches(f.name)] if self.enabled else []
+
+
 class Topology(_Strict):
     clusters: dict[str, KafkaClusterSpec]
     connect_clusters: dict[str, ConnectClusterSpec]
@@ -141,6 +167,9 @@ class Topology(_Strict):
                     "(a run's `spark_connect` param overrides it); unset: spark_connect_default when it exists")
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy,
                                      description="per runbook (failover, failback, offsets): required | skip")
+    failover_on_alert: FailoverOnAlert = Field(default_factory=FailoverOnAlert,
+                                               description="propose an unplanned failover of a flow that stays "
+                                                           "NOT_REPLICATING (off by default)")
 
     @field_validator("groups")
     @classmethod

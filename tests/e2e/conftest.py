@@ -28,14 +28,15 @@ from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.devstack.workload import GroupSpec, load, produce
 from mirrorbook.kafka.admin import KafkaAdmin
-from mirrorbook.topology import FlowSpec, Topology
+from mirrorbook.topology import FailoverOnAlert, FlowSpec, Topology
 from tests.e2e import airflow_server
 from tests.faultproxy import FaultProxy
 from tests.helpers import wait_mirrored
 
 RUNBOOK_DAGS = ["mm2_failover", "mm2_failback", "mm2_pause_resume", "mm2_offsets", "dr_drill"]
 GROUP_POSITIONS = ["end", "end-7", "begin", "37"]
-E2E_RTO_SLO_S = 10
+# The failover flow's RTO objective: reached while its gate waits (the test holds a group active on A longer).
+E2E_RTO_SLO_S = 60
 # A secret the ops flow carries twice — in its Kafka connection (a SASL password librdkafka ignores on a
 # PLAINTEXT cluster) and in its source connector's config (an SSL key password the admin client ignores) —
 # so the tests can prove the API and the page never show it.
@@ -108,14 +109,17 @@ def _add_connector_secret(stack: StackState, scratch: Scratch) -> None:
         wait_for(client, name, "RUNNING", timeout_s=60, min_tasks=1)
 
 
-def _topology(stack: StackState, scratches: list[Scratch]) -> Topology:
-    """The devstack's topology plus the scratch flows (their aliases resolve to cluster A's address)."""
+def _topology(stack: StackState, scratches: list[Scratch], alerting: Scratch) -> Topology:
+    """The devstack's topology plus the scratch flows (their aliases resolve to cluster A's address);
+    mm2_failover_on_alert watches `alerting`'s flow."""
     base = stack.topology()
     clusters = dict(base.clusters)
     for s in scratches:
         clusters[s.alias] = base.clusters["A"].model_copy(update={"connection_id": f"mirrorbook_kafka_{s.alias.lower()}"})
     return Topology(clusters=clusters, connect_clusters=base.connect_clusters,
-                    flows=[*base.flows, *(s.flow for s in scratches)], groups=base.groups)
+                    flows=[*base.flows, *(s.flow for s in scratches)], groups=base.groups,
+                    failover_on_alert=FailoverOnAlert(enabled=True, flows=re.escape(alerting.flow.name),
+                                                      consecutive_checks=2))
 
 
 def _write(path: Path, topology: Topology) -> None:
@@ -147,12 +151,14 @@ def e2e(devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.TempPat
     scratches: list[Scratch] = []
     fo_alias, ops_alias = new_alias(), new_alias()
     with FaultProxy(stack.workers["B"].url) as proxy:
+        # The health check runs when a test triggers it (tests/e2e/test_flow_events_api.py), never on its own.
         env = {"MIRRORBOOK_TOPOLOGY": str(topology_path), "MIRRORBOOK_AUDIT_URL": audit_url,
+               "MIRRORBOOK_HEALTH_SCHEDULE": "none",
                "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), **_connections(devstack, proxy, ops_alias)}
         server = airflow_server.start(home / "airflow", env)
         try:
             failover = _scratch(devstack, admin_a, fo_alias, "fo")
-            # An RTO objective no failover of it can meet: the deadline alert fires in every run (test_approval_api).
+            # An RTO objective the test makes a failover miss, waiting at a gate (test_approval_api).
             failover.flow = failover.flow.model_copy(update={"rto_slo_s": E2E_RTO_SLO_S})
             scratches.append(failover)
             ops = _scratch(devstack, admin_a, ops_alias, "ops")
@@ -165,7 +171,7 @@ def e2e(devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.TempPat
             produce(stack.brokers["A"].bootstrap, [ops.topic], 5)
             for s in scratches:
                 wait_mirrored(admin_a, admin_b, s.topic, s.remote)
-            topology = _topology(stack, scratches)
+            topology = _topology(stack, scratches, alerting=ops)
             _write(topology_path, topology)
             airflow_server.wait_ready(server, RUNBOOK_DAGS)
             yield E2E(airflow=server, proxy=proxy, audit=AuditStore(audit_url), topology=topology, stack=stack,

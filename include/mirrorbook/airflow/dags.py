@@ -112,3 +112,29 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
               step(other, "start_other_flow"))
     runbook_chain(model, [prepare, translate, approve, write, prove, switch],
                   report=step("report", "report", trigger_rule="all_done"), with_reverse=True)
+
+
+def failover_on_alert_dag(doc_md: str | None) -> DAG:
+    """mm2_failover_on_alert (runbooks/alerts.py): scheduled on the Assets of the flows the topology's
+    `failover_on_alert` watches when it is enabled; otherwise never scheduled, and paused when first seen."""
+    from airflow.sdk import Asset, AssetAny
+
+    from mirrorbook.airflow.operators.alerts import ProposeFailoverOperator
+    from mirrorbook.airflow.sensors.alerts import FlowsDownSensor
+    from mirrorbook.runbooks.alerts import OnAlertParams
+    from mirrorbook.runbooks.health.events import flow_uri
+
+    topology = topology_or_none()
+    uris = [flow_uri(f.source, f.target) for f in (topology.failover_on_alert.watched(topology) if topology else [])]
+    dag = DAG(dag_id="mm2_failover_on_alert", doc_md=doc_md, params=form(OnAlertParams, topology),
+              schedule=AssetAny(*(Asset(name=u, uri=u) for u in uris)) if uris else None,
+              is_paused_upon_creation=not uris, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False,
+              max_active_runs=4, tags=["mirrorbook", "alert", "kafka", "mm2"],
+              default_args={"retries": 1, "retry_delay": timedelta(seconds=5), "owner": "mirrorbook"})
+    with dag:
+        down = FlowsDownSensor(task_id="wait_for_consecutive_checks", params_model=OnAlertParams)
+        # One proposal per flow that stayed down (mapped: a failover run is triggered per task instance).
+        ProposeFailoverOperator.partial(
+            task_id="propose_failover", params_model=OnAlertParams,
+            execution_timeout=timedelta(seconds=ProposeFailoverOperator.deadline_s)).expand(episode=down.output)
+    return dag

@@ -51,7 +51,7 @@ def form(model: type[BaseModel], topology: Topology | None) -> dict[str, Param]:
     """The Params of `model`'s form, in field order; `flow` proposes the topology's flows."""
     props = model.model_json_schema()["properties"]
     params = {name: param_for(model, name, props[name]) for name in model.model_fields}
-    if "flow" in params:
+    if "flow" in params and model.model_fields["flow"].is_required():
         flows = topology.flow_names() if topology else []
         base = params["flow"].schema
         where = f" (flows in {default_path()}: {', '.join(flows) or 'none found'})"

@@ -439,6 +439,9 @@ def model_of(dag_id: str) -> type[FormParams] | None:
     if dag_id == "mm2_health_check":
         from mirrorbook.runbooks.health import HealthParams
         return HealthParams
+    if dag_id == "mm2_failover_on_alert":
+        from mirrorbook.runbooks.alerts import OnAlertParams
+        return OnAlertParams
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -45,15 +46,12 @@ def dagbag(airflow_env: dict[str, str]) -> Any:
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert not bag.import_errors, bag.import_errors
-    DEFAULTS.update({dag_id: dag.params.dump() for dag_id, dag in bag.dags.items()})
+    PRISTINE.update({dag_id: copy.deepcopy(dag.params) for dag_id, dag in bag.dags.items()})
     return bag
 
 
-# Each DAG's form defaults as parsed. A task whose own params hold none of the DAG's — the approval step: the
-# provider's HITLOperator keeps only task-level params, for its form — gets the DAG's Param objects themselves
-# merged with the run's conf, so under dag.test() (one process) a run's values land in dag.params; a real
-# worker runs each task in a process of its own.
-DEFAULTS: dict[str, dict[str, Any]] = {}
+# Each DAG's Params as parsed, put back after every run (see run_dag: dag.test() runs tasks in its process).
+PRISTINE: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="session")
@@ -130,7 +128,7 @@ def full_conf(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
     cached task params of the next run; explicit params keep runs independent (as real runs are).
     Spark parity costs ~20 s a job: tests opt in with parity="spark" where they check it; likewise nobody
     answers an approval here: tests of the approval step (test_approval.py) opt in with approval="required"."""
-    return {**DEFAULTS.get(dag.dag_id, dag.params.dump()), **({"parity": "off"} if "parity" in dag.params else {}),
+    return {**dag.params.dump(), **({"parity": "off"} if "parity" in dag.params else {}),
             **({"approval": "skip"} if "approval" in dag.params else {}), **conf}
 
 
@@ -149,7 +147,12 @@ def run_dag(dagbag: Any, audit: AuditStore):
             kw["logical_date"], kw["run_after"] = rerun_of.dag_run.logical_date, rerun_of.dag_run.run_after
         if mark_success:
             kw["mark_success_pattern"] = mark_success
-        return Run(dag.test(**kw), audit)
+        try:
+            return Run(dag.test(**kw), audit)
+        finally:
+            # A task whose own params hold none of the DAG's (the approval step) resolves the run's conf into the
+            # DAG's Param objects themselves; a real worker's process ends there, dag.test()'s does not.
+            dag.params = copy.deepcopy(PRISTINE[dag_id])
     return run
 
 

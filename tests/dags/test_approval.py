@@ -82,7 +82,8 @@ def test_an_approved_failover_runs_and_names_who_approved_it(run_dag, two_groups
     assert alice.shown["run_id"] == approved.run_id
     assert alice.shown["subject"].startswith(f"Approve the failover of {scratch.flow.name} (planned): 2 group(s), "
                                              "4 partition(s), skipped 0")
-    for text in ("| records skipped | 0 |", "commit the offsets of 2 group(s) on B", f"| {groups[0]} |"):
+    for text in ("| records skipped | 0 |", "2× AlterConsumerGroupOffsets (groups.alter_offsets)",
+                 "3× PUT (connector.stop)", f"| {groups[0]} |"):
         assert text in alice.shown["body"], alice.shown["body"]
     [request] = approved.events(action="step.approval.request")
     assert request.details["facts"]["partitions"] == 4

@@ -47,7 +47,7 @@ def test_state_changes_are_asset_events_and_a_flow_down_for_two_checks_gets_one_
         run_dag, scratch, use_topology, connect_b_url, audit: AuditStore):  # noqa: F811
     flow = scratch.flow
     use_topology(scratch.topology.model_copy(update={"failover_on_alert": FailoverOnAlert(
-        enabled=True, flows=re.escape(flow.name), consecutive_checks=2)}))
+        enabled=True, flows=re.escape(flow.name), consecutive_checks=2)}))  # two checks: `down` and `still`
     uri = flow_uri(flow.source, flow.target)
     conf = {"flows": re.escape(flow.name), "readiness": False}
 

@@ -6,12 +6,11 @@ server; no mocks).
   DAG-run deadline fires and its callback audits `deadline.missed` naming that gate. Released, the run waits
   under Required Actions with its plan; rejected over the API, it fails with nothing written — no mutating call
   in mirrorbook's audit, none through the Connect proxy, no offsets committed on B — and the rejection is in the
-  audit under the responder's name. New tries of the approval step (Airflow 3.3.2 retries it when an answer
+  audit under the responder's name; Chromium shows the plan on Airflow's Required Actions page. New tries of the approval step (Airflow 3.3.2 retries it when an answer
   beats the scheduler to the parked attempt's executor event; here clears, which do the same on purpose)
   never ask again: before the answer, one waits on the same request; after it, the answer stands.
-- An mm2_offsets alter waits for approval; Chromium shows its plan on Airflow's Required Actions page; it is
-  approved with the README's own commands, as written (their address and run swapped for this server's), and
-  goes on. (The failover is approved in tests/dags/test_approval.py: approving this module's failover here
+- An mm2_offsets alter waiting for approval is approved with the README's own commands, as written (their
+  address and run swapped for this server's), and goes on. (The failover is approved in tests/dags/test_approval.py: approving this module's failover here
   would move the groups test_failover_api.py moves.)
 """
 
@@ -37,6 +36,7 @@ from tests.helpers import ActiveConsumer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+SHOT = "required-actions-mm2_failover.png"  # kept in .artifacts/
 
 
 def _hitl(dag_id: str, run_id: str) -> str:
@@ -124,7 +124,8 @@ def _pending(api: httpx.Client, dag_id: str, run_id: str) -> list[dict[str, Any]
                    params={"response_received": False}).json().get("hitl_details", [])
 
 
-def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_answer_stands(e2e: E2E):
+def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_answer_stands(e2e: E2E,
+                                                                                              tmp_path: Path):
     scratch = e2e.failover
     bootstrap_a = e2e.stack.brokers["A"].bootstrap
     admin_b = KafkaAdmin(e2e.stack.brokers["B"].bootstrap)
@@ -147,6 +148,17 @@ def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_
         for text in ("| records skipped | 0 |", "| replication lag | 0 record(s)", "× AlterConsumerGroupOffsets",
                      f"/connectors/{quote(scratch.flow.connector('source'), safe='')}/stop"):
             assert text in asked["body"], asked["body"]
+        # What the approver sees in Airflow's UI: the run's Required Actions, the plan in it.
+        with page(session_cookie(e2e.url, e2e.token())) as tab:
+            tab.navigate(f"{e2e.url}/dags/mm2_failover/runs/{run_id}/required_actions")
+            shown = tab.wait_for(f"document.body.innerText.includes({json.dumps(asked['subject'])})"
+                                 " && document.body.innerText.includes('records skipped')"
+                                 " && document.body.innerText", timeout_s=180, what="the request and its plan")
+            tab.screenshot(tmp_path / SHOT)
+        keep(tmp_path / SHOT)
+        for text in ("Nothing has been changed yet", "Calls it will make", "AlterConsumerGroupOffsets",
+                     scratch.groups[0]):
+            assert text in shown, text
         # A new try while the request stands (what Airflow's retry makes): it waits on the same request.
         _clear(api, "mm2_failover", run_id, "approve_plan")
         _awaiting(api, "mm2_failover", run_id, "approve_plan", try_number=2)
@@ -189,7 +201,7 @@ def _readme_block() -> str:
     return block
 
 
-def test_required_actions_shows_the_plan_and_the_readmes_commands_approve_it(e2e: E2E, tmp_path: Path):
+def test_the_readmes_approval_commands_approve_a_waiting_run(e2e: E2E):
     flow = e2e.ops.flow
     run_id = f"e2e-approval-ok-{uuid.uuid4().hex[:8]}"
     heartbeat = {"offsets": [{"partition": {"sourceClusterAlias": flow.source, "targetClusterAlias": flow.target},
@@ -199,17 +211,6 @@ def test_required_actions_shows_the_plan_and_the_readmes_commands_approve_it(e2e
                                               "offsets": heartbeat, "parity": "off", "approval": "required"})
         asked = _asked(api, "mm2_offsets", run_id)
         assert asked["subject"].startswith(f"Approve alter of {flow.connector('heartbeat')}'s offsets")
-
-        # What the approver sees in Airflow's UI: the run's Required Actions, the plan in it.
-        shot = tmp_path / "required-actions-mm2_offsets.png"
-        with page(session_cookie(e2e.url, e2e.token())) as tab:
-            tab.navigate(f"{e2e.url}/dags/mm2_offsets/runs/{run_id}/required_actions")
-            shown = tab.wait_for(f"document.body.innerText.includes({json.dumps(asked['subject'])})"
-                                 " && document.body.innerText.includes('partitions changed')"
-                                 " && document.body.innerText", timeout_s=180, what="the request and its plan")
-            tab.screenshot(shot)
-        keep(shot)
-        assert "Calls it will make" in shown and "Nothing has been changed yet" in shown
 
         block = _readme_block()
         first = block.splitlines()[0]

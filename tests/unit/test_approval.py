@@ -195,11 +195,21 @@ def test_the_answer_is_recorded_as_the_responders_step(rb: Runbook) -> None:
                                                   responded_by_user={"id": "8", "name": "bob"}))
     with pytest.raises(NotApproved, match="Nobody answered"):  # Airflow resumes a timed-out request with "Reject"
         approval.record_answer(rb, "A->B", Answer(chosen_options=["Reject"], responded_at=at, timedout=True))
+    # What a new try of the step finds: the newest answer (a timeout here, no responder) — it stands.
+    latest = approval.recorded_answer(rb)
+    assert latest is not None and latest.timedout and latest.chosen_options == ["Reject"] and not latest.approved
     decisions = rb.audit.events(run_id="r1", action="step.approval.decision")
     assert [(e.user, e.result, e.details["answer"], e.details["triggered_by"]) for e in decisions] == [
         ("alice", "noop", ["Approve"], "trigger-bot"), ("bob", "refused", ["Reject"], "trigger-bot"),
         ("trigger-bot", "refused", ["Reject"], "trigger-bot")]
     assert decisions[2].details["timed_out"] is True
+
+
+def test_a_new_try_knows_the_run_asked_already(rb: Runbook) -> None:
+    assert not approval.requested(rb) and approval.recorded_answer(rb) is None
+    approval.record_request(rb, "A->B", approval.Request(subject="s", body="b", facts={}),
+                            ("required", "the run's approval parameter is required"), 60)
+    assert approval.requested(rb) and approval.recorded_answer(rb) is None
 
 
 def test_a_rejection_after_a_change_does_not_claim_nothing_changed(rb: Runbook) -> None:

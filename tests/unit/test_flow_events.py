@@ -139,3 +139,32 @@ def test_the_readmes_switch_is_one_the_topology_accepts() -> None:
     blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)]
     [switch] = [b["failover_on_alert"] for b in blocks if set(b) == {"failover_on_alert"}]
     assert FailoverOnAlert.model_validate(switch).enabled is True
+
+
+@pytest.mark.airflow
+def test_the_wait_ends_when_the_episode_lasted_enough_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trigger mm2_failover_on_alert defers to: it polls the health check's memory, and fires once the next
+    check has counted (here recorded while it waits)."""
+    import asyncio
+
+    from mirrorbook.airflow.triggers.alerts import FlowsDownTrigger
+
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    monkeypatch.setenv("MIRRORBOOK_AUDIT_URL", url)
+    audit = AuditStore(url)
+    check(audit, "h1", 0, A_B="NOT_REPLICATING", B_A="NOT_REPLICATING")
+    trigger = FlowsDownTrigger(episodes=[{"flow": "A->B", "since_run_id": "h1"}, {"flow": "B->A", "since_run_id": "h1"}],
+                               checks=2, timeout_s=30, poll_s=0.05)
+    path, kwargs = trigger.serialize()
+    assert path == "mirrorbook.airflow.triggers.alerts.FlowsDownTrigger" and FlowsDownTrigger(**kwargs).episodes
+
+    async def wait() -> dict:
+        first = asyncio.ensure_future(trigger.run().__anext__())
+        await asyncio.sleep(0.3)
+        assert not first.done()  # one check only: waiting
+        await asyncio.to_thread(check, audit, "h2", 5, A_B="NOT_REPLICATING", B_A="REPLICATING")
+        return (await asyncio.wait_for(first, 10)).payload
+
+    fired = asyncio.run(wait())
+    assert fired == {"status": "success", "down": [{"flow": "A->B", "since_run_id": "h1"}],
+                     "over": [{"flow": "B->A", "since_run_id": "h1"}], "waiting": []}

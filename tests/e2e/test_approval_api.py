@@ -29,6 +29,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from mirrorbook.connect import ConnectClient
 from mirrorbook.kafka.admin import KafkaAdmin
 from tests.e2e.conftest import E2E, E2E_RTO_SLO_S
 from tests.e2e.browser import keep, page, session_cookie
@@ -119,6 +120,12 @@ def _awaiting(api: httpx.Client, dag_id: str, run_id: str, task_id: str, try_num
     raise AssertionError(f"{task_id} try {try_number} not awaiting input within {timeout_s} s: {ti}")
 
 
+def _connectors(e2e: E2E, scratch: Any) -> dict[str, str]:
+    """The state of each of the flow's connectors, read from Connect itself (not through the proxy)."""
+    with ConnectClient(e2e.stack.workers["B"].url) as connect:
+        return {name: connect.status(name).connector.state for _, name in scratch.flow.connectors.items()}
+
+
 def _pending(api: httpx.Client, dag_id: str, run_id: str) -> list[dict[str, Any]]:
     return api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/hitlDetails",
                    params={"response_received": False}).json().get("hitl_details", [])
@@ -130,7 +137,7 @@ def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_
     bootstrap_a = e2e.stack.brokers["A"].bootstrap
     admin_b = KafkaAdmin(e2e.stack.brokers["B"].bootstrap)
     run_id = f"e2e-approval-reject-{uuid.uuid4().hex[:8]}"
-    committed_before = admin_b.committed_offsets(scratch.groups)
+    committed_before, connectors_before = admin_b.committed_offsets(scratch.groups), _connectors(e2e, scratch)
     with e2e.client() as api:
         _parsed_after(api, "mm2_failover", Path(e2e.airflow.env["MIRRORBOOK_TOPOLOGY"]).stat().st_mtime)
         changes_before = len([c for c in e2e.proxy.calls() if c.method != "GET"])
@@ -189,6 +196,7 @@ def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_
     assert e2e.audit.count_mutating(run_id) == 0
     assert [c for c in e2e.proxy.calls() if c.method != "GET"][changes_before:] == []
     assert admin_b.committed_offsets(scratch.groups) == committed_before
+    assert _connectors(e2e, scratch) == connectors_before
     [request] = e2e.audit.events(run_id=run_id, action="step.approval.request")  # asked once
     [decision] = e2e.audit.events(run_id=run_id, action="step.approval.decision")  # answered once
     assert (decision.user, decision.result, decision.details["answer"]) == ("admin", "refused", ["Reject"])

@@ -50,3 +50,17 @@ def test_without_airflows_task_states_the_audit_trail_says_where_the_run_is(tmp_
                  kind="step", result="noop", mutating=False, flow="A->B")
     assert where_the_run_is(audit, "r2", None)["task_id"] == "approve_plan"
     assert where_the_run_is(audit, "r2", {"report": "success"})["text"].startswith("no task of it is at work now")
+
+
+def test_a_miss_is_posted_to_the_webhook(tmp_path: Path, monkeypatch) -> None:
+    from tests.dags.test_health_check import Webhook
+
+    audit = AuditStore(f"sqlite:///{tmp_path / 'a.db'}")
+    run = {"dag_run_id": "r3", "dag_id": "mm2_failback", "conf": {"flow": "A->B"}, "queued_at": "2026-11-23T17:00:00Z"}
+    with Webhook() as hook:
+        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
+        done = record_miss(60, run, {"approve_plan": "awaiting_input"}, SLOW, audit)
+    [alert] = hook.received
+    assert (alert["dag_id"], alert["run_id"], alert["task_id"]) == ("mm2_failback", "r3", "approve_plan")
+    assert alert["message"] == done["message"] and "waiting for approval (Required Actions)" in alert["message"]
+    assert alert["details"]["rto_slo_s"] == 60

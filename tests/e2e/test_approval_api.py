@@ -108,16 +108,16 @@ def _clear(api: httpx.Client, dag_id: str, run_id: str, task_id: str) -> None:
     assert r.status_code == 200, r.text
 
 
-def _awaiting(api: httpx.Client, dag_id: str, run_id: str, task_id: str, try_number: int,
-              timeout_s: float = 180) -> None:
-    """Until that try of the task waits for input."""
+def _waiting(api: httpx.Client, dag_id: str, run_id: str, task_id: str, try_number: int,
+             timeout_s: float = 180) -> str:
+    """Until that try of the task waits (a new try of the approval waits through a trigger: deferred)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         ti = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}").json()
-        if ti.get("try_number") == try_number and ti.get("state") == "awaiting_input":
-            return
+        if ti.get("try_number") == try_number and ti.get("state") in ("deferred", "awaiting_input"):
+            return str(ti["state"])
         time.sleep(2)
-    raise AssertionError(f"{task_id} try {try_number} not awaiting input within {timeout_s} s: {ti}")
+    raise AssertionError(f"{task_id} try {try_number} not waiting within {timeout_s} s: {ti}")
 
 
 def _connectors(e2e: E2E, scratch: Any) -> dict[str, str]:
@@ -168,7 +168,7 @@ def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_
             assert text in shown, text
         # A new try while the request stands (what Airflow's retry makes): it waits on the same request.
         _clear(api, "mm2_failover", run_id, "approve_plan")
-        _awaiting(api, "mm2_failover", run_id, "approve_plan", try_number=2)
+        assert _waiting(api, "mm2_failover", run_id, "approve_plan", try_number=2) == "deferred"
         [still] = _pending(api, "mm2_failover", run_id)
         assert (still["subject"], still["body"]) == (asked["subject"], asked["body"])
         answered = api.patch(_hitl("mm2_failover", run_id), json={"chosen_options": ["Reject"]})

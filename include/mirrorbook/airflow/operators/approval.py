@@ -19,7 +19,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk.exceptions import TaskAwaitingInput
+from airflow.providers.standard.triggers.hitl import HITLTrigger
+from airflow.sdk.timezone import utcnow
 
 from mirrorbook.airflow.operators.base import RunbookTask, guarded, run_info
 from mirrorbook.connect.models import ConnectorOffsets
@@ -59,9 +60,12 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
         # - the request, answered or not: Airflow holds it, and the answer if one came. Asking again would
         #   erase that answer — the provider's request upsert clears a response — and leave the run waiting for
         #   an answer already given. Airflow 3.3.2 makes exactly that retry when the answer comes before the
-        #   scheduler has handled the executor's event for the attempt that parked (it takes the resumed
-        #   attempt for one changed externally and fails it). So the task parks again on the request as it is;
-        #   if it holds an answer, Airflow resumes it straight into execute_complete with that answer.
+        #   scheduler has handled the executor's event for the attempt that parked: it takes the resumed attempt
+        #   for one changed externally, and fails it.
+        # So the new try waits on the request as it is, through the provider's HITLTrigger (which reads the
+        # answer Airflow holds) rather than by parking: parking on an answered request resumes the task in the
+        # same instant, before the executor's event for this attempt — the same race, made certain; a trigger
+        # first has to be picked up by the triggerer, and by then this attempt's event has been handled.
         decided = approval.recorded_answer(rb)
         if decided is not None:
             self.log.info("already answered (%s by %s): the answer stands for this run", decided.chosen_options,
@@ -69,7 +73,10 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
             return self._decided(rb, flow.name, decided)
         if approval.requested(rb):
             self.log.info("this run asked already (an earlier try): waiting on that request, as it is")
-            raise TaskAwaitingInput(method_name="execute_complete", timeout=self.response_timeout)
+            self.defer(trigger=HITLTrigger(ti_id=context["task_instance"].id, options=self.options,
+                                           defaults=self.defaults, params=self.serialized_params,
+                                           multiple=self.multiple, timeout_datetime=utcnow() + self.response_timeout),
+                       method_name="execute_complete")
         request = self.guarded_run(rb, [flow], lambda: self._request(rb, params))
         guarded(lambda: approval.record_request(rb, flow.name, request, policy, self.timeout_s))
         self.subject, self.body = request.subject, request.body

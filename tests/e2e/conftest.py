@@ -171,7 +171,7 @@ def e2e(devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.TempPat
             produce(stack.brokers["A"].bootstrap, [ops.topic], 5)
             for s in scratches:
                 wait_mirrored(admin_a, admin_b, s.topic, s.remote)
-            topology = _topology(stack, scratches, alerting=ops)
+            topology = _topology(stack, scratches, alerting=failover)
             _write(topology_path, topology)
             airflow_server.wait_ready(server, RUNBOOK_DAGS)
             yield E2E(airflow=server, proxy=proxy, audit=AuditStore(audit_url), topology=topology, stack=stack,

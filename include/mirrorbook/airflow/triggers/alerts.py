@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from mirrorbook.airflow.triggers.kafka import poll
 from mirrorbook.audit import AuditStore
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.runbooks.alerts import Episode, sort_out
@@ -29,15 +30,11 @@ class FlowsDownTrigger(BaseTrigger):
         watching = [Episode.model_validate(e) for e in self.episodes]
         try:
             audit = AuditStore.from_env()
-            while True:
+
+            async def check() -> tuple[bool, dict[str, Any]]:
                 found = await asyncio.to_thread(sort_out, audit, watching, self.checks)
-                out = {k: [e.model_dump() for e in v] for k, v in found.items()}
-                if not found["waiting"]:
-                    yield TriggerEvent({"status": "success", **out})
-                    return
-                if time.monotonic() >= deadline:
-                    yield TriggerEvent({"status": "timeout", **out})
-                    return
-                await asyncio.sleep(self.poll_s)
+                return not found["waiting"], {k: [e.model_dump() for e in v] for k, v in found.items()}
+
+            yield await poll(check, deadline, self.poll_s)
         except MirrorbookError as exc:
             yield TriggerEvent({"status": "error", "message": str(exc)})

@@ -23,6 +23,10 @@ Connect and the clusters are asked concurrently; MM2's topics are read once per 
 Each run stores one metrics sample per flow in the audit store (the unplanned failover's RPO
 estimate and the plugin's `/mirrorbook/metrics` read it). A crossed threshold fails the run with a message naming the flow and the figure,
 and the alert notifier logs it and POSTs it to `MIRRORBOOK_ALERT_WEBHOOK_URL` when set.
+
+**flow_events** — each flow whose state changed since the last check gets an Asset event on
+`mirrorbook://flows/<source>/<target>` (extra: old and new state, lag, this run's id): schedule your own
+DAGs on it. mm2_failover_on_alert is one.
 """
 
 import os
@@ -33,6 +37,7 @@ from airflow.sdk import DAG
 
 from mirrorbook.airflow.forms import form
 from mirrorbook.airflow.notifiers import MirrorbookAlertNotifier
+from mirrorbook.airflow.operators.flow_events import FlowEventsOperator
 from mirrorbook.airflow.operators.health import HEALTH_XCOM_KEY, HealthCheckOperator
 from mirrorbook.runbooks.health import HealthParams
 
@@ -51,5 +56,7 @@ with DAG(
     default_args={"owner": "mirrorbook", "retries": 0},
     params=form(HealthParams, None),
 ) as dag:
-    HealthCheckOperator(task_id="check_flows",
-                        on_failure_callback=[MirrorbookAlertNotifier(details_key=HEALTH_XCOM_KEY)])
+    check = HealthCheckOperator(task_id="check_flows",
+                                on_failure_callback=[MirrorbookAlertNotifier(details_key=HEALTH_XCOM_KEY)])
+    # Whatever the check found, a teardown: it announces state changes, never decides the run's outcome.
+    check >> FlowEventsOperator(task_id="flow_events").as_teardown()

@@ -24,7 +24,7 @@ a Spark job then judges the connector's offsets as read back (while STOPPED) aga
 and proves that no consumer group of the flow moved on either cluster.
 """
 
-from mirrorbook.airflow.dags import runbook_chain, runbook_dag
+from mirrorbook.airflow.dags import approval_step, runbook_chain, runbook_dag
 from mirrorbook.airflow.operators.offsets import ConnectorOffsetsOperator
 from mirrorbook.airflow.operators.parity import CaptureGroupOffsetsOperator, ParitySparkSubmitOperator
 from mirrorbook.runbooks.params import OffsetsParams as P
@@ -32,6 +32,7 @@ from mirrorbook.runbooks.params import OffsetsParams as P
 with runbook_dag("mm2_offsets", P, __doc__):
     runbook_chain(P, [
         CaptureGroupOffsetsOperator(task_id="capture_group_offsets", params_model=P),
+        approval_step(P),
         ConnectorOffsetsOperator(task_id="apply", params_model=P),
         ParitySparkSubmitOperator(task_id="group_parity", check="offsets", params_model=P),
     ])

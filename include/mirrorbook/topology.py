@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from mirrorbook.errors import MirrorbookError, Refused
 from mirrorbook.bounds import shown
-from mirrorbook.patterns import compile_whole_id, reason
+from mirrorbook.patterns import compile_whole_id, reason, whole_id_matcher
 
 CONNECTOR_CLASSES = {
     "source": "MirrorSourceConnector",
@@ -27,6 +27,7 @@ ConnectorRole = Literal["source", "checkpoint", "heartbeat"]
 PolicyName = Literal["default", "identity"]  # MM2's DefaultReplicationPolicy / IdentityReplicationPolicy
 # What replicates a flow (mirrorbook.replication): MirrorMaker 2 on Kafka Connect is the one there is.
 BackendKind = Literal["mm2-connect"]
+DEFAULT_RTO_SLO_S = 300
 
 
 class UnknownFlow(Refused):
@@ -80,6 +81,9 @@ class FlowSpec(_Strict):
     replication_policy: PolicyName = "default"
     separator: str = "."
     groups: str | None = Field(default=None, description="managed consumer groups (regex); default: topology.groups")
+    rto_slo_s: int = Field(default=DEFAULT_RTO_SLO_S, ge=1, le=7 * 86_400,
+                           description="a failover or failback of this flow that runs longer than this (from the "
+                                       "moment it was queued) misses its RTO: audited as deadline.missed, alerted")
 
     @field_validator("groups")
     @classmethod
@@ -107,6 +111,51 @@ class FlowSpec(_Strict):
         return next((role for role, connector in self.connectors.items() if connector == name), None)
 
 
+ApprovalMode = Literal["required", "skip"]
+APPROVAL_RUNBOOKS = ("failover", "failback", "offsets")
+
+
+class ApprovalPolicy(_Strict):
+    """Whether a runbook that changes something waits for a human to approve its plan (a run's `approval`
+    param overrides it; dry runs never wait). Automation that triggers runbooks over the API without anyone
+    watching sets `skip` here, or per run."""
+
+    failover: ApprovalMode = "required"
+    failback: ApprovalMode = "required"
+    offsets: ApprovalMode = "required"
+    timeout_s: int = Field(default=3600, ge=60, le=7 * 86_400,
+                           description="how long an approval waits for an answer; no answer is a rejection")
+
+    def of(self, runbook: str) -> ApprovalMode:
+        return getattr(self, runbook)
+
+
+class FailoverOnAlert(_Strict):
+    """mm2_failover_on_alert: when a flow the health check watches stays NOT_REPLICATING for
+    `consecutive_checks` checks in a row, propose its unplanned failover — a run of mm2_failover that always
+    waits for a human to approve it. Off unless `enabled`; never twice within `cooldown_s` of a failover, a
+    rejection or a proposal of that flow (the audit store says when those were)."""
+
+    enabled: bool = False
+    flows: str = Field(default=".*", description="whole-name regex of the flows it watches")
+    consecutive_checks: int = Field(default=3, ge=1, le=100,
+                                    description="health checks in a row that must find the flow NOT_REPLICATING")
+    cooldown_s: int = Field(default=3600, ge=0, le=7 * 86_400,
+                            description="no proposal within this long after a failover, a rejection or a proposal "
+                                        "of the flow")
+    max_wait_s: int = Field(default=3600, ge=60, le=86_400,
+                            description="how long a run waits for the checks that follow the change")
+
+    @field_validator("flows")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        return _pattern(v)
+
+    def watched(self, topology: "Topology") -> list[FlowSpec]:
+        matches = whole_id_matcher(self.flows, "failover_on_alert.flows")
+        return [f for f in topology.flows if matches(f.name)] if self.enabled else []
+
+
 class Topology(_Strict):
     clusters: dict[str, KafkaClusterSpec]
     connect_clusters: dict[str, ConnectClusterSpec]
@@ -116,6 +165,11 @@ class Topology(_Strict):
         default=None, max_length=250, pattern=r"^[A-Za-z0-9_.\-]+$",
         description="the Airflow connection (type spark_connect) whose server runs the proofs of this estate "
                     "(a run's `spark_connect` param overrides it); unset: spark_connect_default when it exists")
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy,
+                                     description="per runbook (failover, failback, offsets): required | skip")
+    failover_on_alert: FailoverOnAlert = Field(default_factory=FailoverOnAlert,
+                                               description="propose an unplanned failover of a flow that stays "
+                                                           "NOT_REPLICATING (off by default)")
 
     @field_validator("groups")
     @classmethod

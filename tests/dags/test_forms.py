@@ -8,12 +8,14 @@ from __future__ import annotations
 import pytest
 
 from mirrorbook.airflow.forms import form
+from mirrorbook.runbooks.alerts import OnAlertParams
 from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
 from mirrorbook.runbooks.params import OFFSETS_EFFECTS, RUNBOOKS, ChangeParams, parse
 
 pytestmark = pytest.mark.airflow
-MODELS = {**RUNBOOKS, "dr_drill": DrillParams, "mm2_health_check": HealthParams}
+MODELS = {**RUNBOOKS, "dr_drill": DrillParams, "mm2_health_check": HealthParams,
+          "mm2_failover_on_alert": OnAlertParams}
 
 
 @pytest.mark.parametrize("dag_id", sorted(MODELS))
@@ -51,6 +53,7 @@ def test_the_forms_say_what_their_choices_do(dagbag):
 
 GROUPS = {"prepare": ["precheck", "wait_groups_inactive", "wait_replication_drained", "warm_proof"],
           "translate": ["translate_offsets"],
+          "approve": ["approve_plan"],
           "write": ["write_offsets", "read_back_offsets"],
           "prove": ["group_parity", "record_parity"],
           "switch": ["stop_flow", "confirm_flow_stopped"]}
@@ -60,7 +63,7 @@ ORDER = ["validate_params", "lock_flow", *GROUPS, "unlock_flow", "report"]
 
 @pytest.mark.parametrize("dag_id,last_step", [("mm2_failover", "start_reverse_flow"),
                                               ("mm2_failback", "restart_flow")])
-def test_a_move_reads_as_five_groups_of_named_steps_in_order(dagbag, dag_id, last_step):
+def test_a_move_reads_as_six_groups_of_named_steps_in_order(dagbag, dag_id, last_step):
     dag = dagbag.get_dag(dag_id)
     groups = {gid: g for gid, g in dag.task_group.get_task_group_dict().items() if gid}
     expected = {**GROUPS, "switch": [*GROUPS["switch"], last_step]}

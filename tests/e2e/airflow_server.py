@@ -83,6 +83,9 @@ def airflow_env(home: Path, port: int, extra: dict[str, str]) -> dict[str, str]:
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        # A fresh API server's first task start (its cold path) took 100+ s on a machine at load 20: the worker's
+        # default 5 s per request (5 tries) gave up, twice, and failed the task before a line of it ran.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "PYTHONPATH": str(REPO),

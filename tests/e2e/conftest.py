@@ -33,7 +33,7 @@ from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.devstack.workload import GroupSpec, load, produce
 from mirrorbook.kafka.admin import KafkaAdmin
-from mirrorbook.topology import FlowSpec, Topology
+from mirrorbook.topology import FailoverOnAlert, FlowSpec, Topology
 from tests.conftest import ensure_replicating, serving_pems
 from tests.e2e import airflow_server
 from tests.faultproxy import FaultProxy
@@ -41,6 +41,8 @@ from tests.helpers import wait_mirrored
 
 RUNBOOK_DAGS = ["mm2_failover", "mm2_failback", "mm2_pause_resume", "mm2_offsets", "dr_drill"]
 GROUP_POSITIONS = ["end", "end-7", "begin", "37"]
+# Every flow's RTO objective: a failover misses it waiting at a gate (test_approval_api holds a group active on A).
+E2E_RTO_SLO_S = 30
 # A secret the ops flow carries in its source connector's config (an SSL key password the admin client ignores
 # without a keystore), so the tests can prove the API and the page never show it; its Kafka connection carries
 # the stack's real SCRAM password, which the secret scan looks for everywhere (test_secrets_nowhere.py).
@@ -114,14 +116,19 @@ def _add_connector_secret(stack: StackState, scratch: Scratch) -> None:
         wait_for(client, name, "RUNNING", timeout_s=60, min_tasks=1)
 
 
-def _topology(stack: StackState, scratches: list[Scratch]) -> Topology:
-    """The devstack's topology plus the scratch flows (their aliases resolve to cluster A's address)."""
+def _topology(stack: StackState, scratches: list[Scratch], alerting: Scratch) -> Topology:
+    """The devstack's topology plus the scratch flows (their aliases resolve to cluster A's address);
+    mm2_failover_on_alert watches `alerting`'s flow."""
     base = stack.topology()
     clusters = dict(base.clusters)
     for s in scratches:
         clusters[s.alias] = base.clusters["A"].model_copy(update={"connection_id": f"mirrorbook_kafka_{s.alias.lower()}"})
-    return Topology(clusters=clusters, connect_clusters=base.connect_clusters,
-                    flows=[*base.flows, *(s.flow for s in scratches)], groups=base.groups)
+    # One RTO objective for every flow, so a failover run carries one deadline, passed before any test clears a
+    # task: Airflow 3.3.2 cannot clear a task of a run with a queued-at deadline still ahead (apache/airflow#70368).
+    flows = [f.model_copy(update={"rto_slo_s": E2E_RTO_SLO_S}) for f in [*base.flows, *(s.flow for s in scratches)]]
+    return Topology(clusters=clusters, connect_clusters=base.connect_clusters, flows=flows, groups=base.groups,
+                    failover_on_alert=FailoverOnAlert(enabled=True, flows=re.escape(alerting.flow.name),
+                                                      consecutive_checks=2))
 
 
 def _write(path: Path, topology: Topology) -> None:
@@ -178,7 +185,9 @@ def e2e(secure_devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.
     fo_alias, ops_alias = new_alias(), new_alias()
     ca = str(stack.security.ca) if stack.security else True
     with FaultProxy(stack.workers["B"].url, verify=ca, tls=serving_pems(devstack, home)) as proxy:
+        # The health check runs when a test triggers it (tests/e2e/test_flow_events_api.py), never on its own.
         env = {"MIRRORBOOK_TOPOLOGY": str(topology_path), "MIRRORBOOK_AUDIT_URL": audit_url,
+               "MIRRORBOOK_HEALTH_SCHEDULE": "none",
                "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), "MIRRORBOOK_METRICS_TOKEN": METRICS_TOKEN,
                **_connections(devstack, proxy, [fo_alias, ops_alias], spark_connect.url)}
         server = airflow_server.start(home / "airflow", env)
@@ -195,7 +204,7 @@ def e2e(secure_devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.
             produce(a, [ops.topic], 5)
             for s in scratches:
                 wait_mirrored(admin_a, admin_b, s.topic, s.remote)
-            topology = _topology(stack, scratches)
+            topology = _topology(stack, scratches, alerting=failover)
             _write(topology_path, topology)
             _warm_spark_connect(stack, ops, spark_connect.url, home)
             airflow_server.wait_ready(server, RUNBOOK_DAGS)

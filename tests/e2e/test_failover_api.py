@@ -42,7 +42,8 @@ def test_planned_failover_over_rest_runs_and_is_audited_with_the_api_user(e2e: E
     run_id = f"e2e-failover-{uuid.uuid4().hex[:8]}"
     # The proofs on, on the session's Spark Connect server: under the real executor they run side by side.
     conf = {"flow": scratch.flow.name, "mode": "planned", "groups": f"{scratch.topic}-g.*", "drain_timeout": 120,
-            "max_lag": 0, "parity": "spark"}
+            "max_lag": 0, "parity": "spark",
+            "approval": "skip"}  # automation that runs unattended; test_approval_api.py answers approvals
 
     done = _trigger(e2e, "mm2_failover", conf, run_id)
 

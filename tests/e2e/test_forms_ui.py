@@ -3,7 +3,7 @@ a screenshot in .artifacts/:
 
 - Airflow's own trigger form of mm2_failover: Dry run right after Flow, the translation field saying what
   `auto` means; and that this Airflow cannot fill it from a URL (the reason for the plugin's forms);
-- mm2_failover's graph: five named groups (prepare, translate, write, prove, switch) of named steps;
+- mm2_failover's graph: six named groups (prepare, translate, approve, write, prove, switch) of named steps;
 - a flow's runbook link: the runbook's form with THAT flow filled in and fixed, every other field at the
   runbook's default; submitted, it triggers the DAG as the user and opens the run in Airflow — here an
   mm2_offsets reset, dry run, whose plan says what a reset does to the replication;
@@ -27,7 +27,8 @@ from tests.e2e.conftest import E2E
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
 GROUPS = {"prepare": ["precheck", "wait_groups_inactive", "wait_replication_drained", "warm_proof"],
-          "translate": ["translate_offsets"], "write": ["write_offsets", "read_back_offsets"],
+          "translate": ["translate_offsets"], "approve": ["approve_plan"],
+          "write": ["write_offsets", "read_back_offsets"],
           "prove": ["group_parity", "record_parity"],
           "switch": ["stop_flow", "confirm_flow_stopped", "start_reverse_flow"]}
 AUTO = "auto: precise when planned, mm2 when unplanned"
@@ -75,7 +76,7 @@ def test_airflows_failover_form_has_dry_run_right_after_the_flow_and_says_what_a
     assert dict(fields)["Offset translation"].startswith(AUTO + ";")
 
 
-def test_the_failover_graph_shows_five_named_groups_of_named_steps(e2e: E2E, tmp_path: Path):
+def test_the_failover_graph_shows_six_named_groups_of_named_steps(e2e: E2E, tmp_path: Path):
     nodes = ("Object.fromEntries([...document.querySelectorAll('.react-flow__node')]"
              ".map(n => [n.dataset.id, n.innerText]))")
     with page(_cookie(e2e), size=(1800, 800)) as tab:
@@ -95,7 +96,7 @@ def test_the_failover_graph_shows_five_named_groups_of_named_steps(e2e: E2E, tmp
     for shot in ("graph-mm2_failover.png", "graph-mm2_failover-expanded.png"):
         keep(tmp_path / shot)
     steps = ["validate_params", "lock_flow", *GROUPS, "unlock_flow", "report"]
-    assert sorted(collapsed) == sorted(steps)  # the groups closed: the run reads as nine boxes
+    assert sorted(collapsed) == sorted(steps)  # the groups closed: the run reads as ten boxes
     for group, tasks in GROUPS.items():
         label = collapsed[group].split("\n")
         assert label[0] == group and "Task Group" in label and f"+ {len(tasks)} Task" in collapsed[group]
@@ -168,7 +169,7 @@ def test_a_flows_runbook_link_opens_its_form_filled_with_that_flow_and_triggers_
     assert run["triggering_user_name"] == "admin"
     assert run["conf"] == {"flow": flow.name, "dry_run": True, "connector": "source", "action": "reset",
                            "offsets": None, "stop_first": True, "snapshot_id": None, "parity": "off",
-                           "spark_connect": None}
+                           "spark_connect": None, "approval": "default"}
     planned = {e.action: e for e in e2e.audit.events(run_id=run_id) if e.kind == "call" and e.result == "planned"}
     assert RESET_EFFECT in planned["offsets.reset"].details["precondition"]  # the dry-run plan says it too
     assert e2e.audit.count_mutating(run_id) == 0

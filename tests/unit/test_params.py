@@ -16,6 +16,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.bounds import PARAM_LIMITS, InputTooLarge
 from mirrorbook.errors import Refused
 from mirrorbook.patterns import InvalidPattern, whole_id_matcher
+from mirrorbook.runbooks.alerts import OnAlertParams
 from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
 from mirrorbook.runbooks.params import (RUNBOOKS, FailbackParams, FailoverParams, InvalidParams, OffsetsParams,
@@ -31,7 +32,7 @@ TOPOLOGY = Topology.model_validate({
     "flows": [{"source": "A", "target": "B", "connect_cluster": "B"},
               {"source": "B", "target": "A", "connect_cluster": "A"}],
 })
-MODELS = [*RUNBOOKS.values(), DrillParams, HealthParams]
+MODELS = [*RUNBOOKS.values(), DrillParams, HealthParams, OnAlertParams]
 ECHO_BOUND = 2_000  # no refusal message grows with its input beyond this
 
 

@@ -13,7 +13,7 @@ from airflow.sdk import DAG, TaskGroup, chain
 
 from mirrorbook.airflow.forms import form
 from mirrorbook.redaction import get_logger
-from mirrorbook.runbooks.params import FormParams
+from mirrorbook.runbooks.params import FormParams, MoveParams
 from mirrorbook.topology import Topology, TopologyError, load_topology
 
 log = get_logger(__name__)
@@ -28,11 +28,16 @@ def topology_or_none() -> Topology | None:
 
 
 def runbook_dag(dag_id: str, model: type[FormParams], doc_md: str | None, **extra: Any) -> DAG:
-    """A runbook DAG whose form is `model`'s: use it as `with runbook_dag(...):`."""
+    """A runbook DAG whose form is `model`'s: use it as `with runbook_dag(...):`. A failover or failback has RTO
+    deadlines (airflow/deadlines.py), from its flows' `rto_slo_s`."""
+    from mirrorbook.airflow.deadlines import rto_deadlines
+
+    topology = topology_or_none()
     kwargs: dict[str, Any] = {
         "dag_id": dag_id,
         "doc_md": doc_md,
-        "params": form(model, topology_or_none()),
+        "params": form(model, topology),
+        **({"deadline": rto_deadlines(topology)} if issubclass(model, MoveParams) else {}),
         "schedule": None,
         "start_date": pendulum.datetime(2024, 1, 1, tz="UTC"),
         "catchup": False,
@@ -41,6 +46,17 @@ def runbook_dag(dag_id: str, model: type[FormParams], doc_md: str | None, **extr
         "default_args": {"retries": 1, "retry_delay": timedelta(seconds=5), "owner": "mirrorbook"},
     }
     return DAG(**{**kwargs, **extra})
+
+
+def approval_step(model: type[FormParams]) -> Any:
+    """The approval of the run's plan (operators/approval.py), placed after the plan is known and before the
+    first mutation. How long it waits is the topology's `approval.timeout_s` as this file was parsed."""
+    from mirrorbook.airflow.operators.approval import ApprovePlanOperator
+    from mirrorbook.topology import ApprovalPolicy
+
+    topology = topology_or_none()
+    policy = topology.approval if topology else ApprovalPolicy()
+    return ApprovePlanOperator(task_id="approve_plan", params_model=model, timeout_s=policy.timeout_s)
 
 
 def runbook_chain(model: type[FormParams], steps: list[Any], *, report: Any = None,
@@ -78,6 +94,10 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
     with TaskGroup("translate", prefix_group_id=False,
                    tooltip="where each group resumes on the new cluster: the plan, computed once") as translate:
         step("translate_offsets", "translate")
+    with TaskGroup("approve", prefix_group_id=False, tooltip="a human approves the plan (Required Actions) "
+                   "before anything changes, unless the run or the topology says approval=skip; dry runs never "
+                   "wait") as approve:
+        approval_step(model)
     with TaskGroup("write", prefix_group_id=False, tooltip="snapshot, write the planned offsets, read them "
                    "back") as write:
         chain(step("write_offsets", "write_offsets"), step("read_back_offsets", "verify"))
@@ -90,5 +110,31 @@ def move_tasks(model: type[FormParams], direction: str) -> None:
                    "direction if asked") as switch:
         chain(step("stop_flow", "stop_flow"), step("confirm_flow_stopped", "confirm_stopped"),
               step(other, "start_other_flow"))
-    runbook_chain(model, [prepare, translate, write, prove, switch],
+    runbook_chain(model, [prepare, translate, approve, write, prove, switch],
                   report=step("report", "report", trigger_rule="all_done"), with_reverse=True)
+
+
+def failover_on_alert_dag(doc_md: str | None) -> DAG:
+    """mm2_failover_on_alert (runbooks/alerts.py): scheduled on the Assets of the flows the topology's
+    `failover_on_alert` watches when it is enabled; otherwise never scheduled, and paused when first seen."""
+    from airflow.sdk import Asset, AssetAny
+
+    from mirrorbook.airflow.operators.alerts import ProposeFailoverOperator
+    from mirrorbook.airflow.sensors.alerts import FlowsDownSensor
+    from mirrorbook.runbooks.alerts import OnAlertParams
+    from mirrorbook.runbooks.health.events import flow_uri
+
+    topology = topology_or_none()
+    uris = [flow_uri(f.source, f.target) for f in (topology.failover_on_alert.watched(topology) if topology else [])]
+    dag = DAG(dag_id="mm2_failover_on_alert", doc_md=doc_md, params=form(OnAlertParams, topology),
+              schedule=AssetAny(*(Asset(name=u, uri=u) for u in uris)) if uris else None,
+              is_paused_upon_creation=not uris, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False,
+              max_active_runs=4, tags=["mirrorbook", "alert", "kafka", "mm2"],
+              default_args={"retries": 1, "retry_delay": timedelta(seconds=5), "owner": "mirrorbook"})
+    with dag:
+        down = FlowsDownSensor(task_id="wait_for_consecutive_checks", params_model=OnAlertParams)
+        # One proposal per flow that stayed down (mapped: a failover run is triggered per task instance).
+        ProposeFailoverOperator.partial(
+            task_id="propose_failover", params_model=OnAlertParams,
+            execution_timeout=timedelta(seconds=ProposeFailoverOperator.deadline_s)).expand(episode=down.output)
+    return dag

@@ -51,10 +51,16 @@ def form(model: type[BaseModel], topology: Topology | None) -> dict[str, Param]:
     """The Params of `model`'s form, in field order; `flow` proposes the topology's flows."""
     props = model.model_json_schema()["properties"]
     params = {name: param_for(model, name, props[name]) for name in model.model_fields}
-    if "flow" in params:
+    if "flow" in params and model.model_fields["flow"].is_required():
         flows = topology.flow_names() if topology else []
         base = params["flow"].schema
         where = f" (flows in {default_path()}: {', '.join(flows) or 'none found'})"
         params["flow"] = Param(flows[0] if flows else "A->B", type="string", title=base.get("title"),
                                examples=flows or None, description=(base.get("description") or "") + where)
+    if "approval" in params and topology is not None:
+        # What `default` means for this runbook, as the topology said when the form was built (a run resolves
+        # it against the topology it is validated with).
+        mode = topology.approval.of(getattr(model, "approval_runbook"))
+        schema = params["approval"].schema
+        schema["values_display"] = {**schema.get("values_display", {}), "default": f"as the topology says ({mode})"}
     return params

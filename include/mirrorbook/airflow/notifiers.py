@@ -61,20 +61,22 @@ class MirrorbookAlertNotifier(BaseNotifier):
         self.details_key = details_key  # XCom key the failing task pushed its findings under
         self.timeout_s = timeout_s
 
-    def url(self) -> str | None:
-        return self.webhook_url or os.environ.get(WEBHOOK_ENV) or None
-
     def notify(self, context: Any) -> None:
         alert = alert_from_context(context, self.details_key)
         self.log.error("ALERT %s/%s/%s: %s", alert.dag_id, alert.run_id, alert.task_id, alert.message)
-        url = self.url()
-        if not url:
-            return
-        host = urlsplit(url).netloc.rsplit("@", 1)[-1]
-        try:
-            resp = httpx.post(url, content=alert.model_dump_json(), timeout=self.timeout_s,
-                              headers={"Content-Type": "application/json"})
-            resp.raise_for_status()
-            self.log.info("alert posted to webhook on %s (HTTP %d)", host, resp.status_code)
-        except httpx.HTTPError as exc:
-            self.log.error("could not post the alert to the webhook on %s: %s", host, type(exc).__name__)
+        post_alert(alert, self.webhook_url, self.log, self.timeout_s)
+
+
+def post_alert(alert: Alert, webhook_url: str | None, log: Any, timeout_s: float = 10.0) -> None:
+    """POST `alert` to the webhook (the argument, else MIRRORBOOK_ALERT_WEBHOOK_URL), if there is one."""
+    url = webhook_url or os.environ.get(WEBHOOK_ENV) or None
+    if not url:
+        return
+    host = urlsplit(url).netloc.rsplit("@", 1)[-1]
+    try:
+        resp = httpx.post(url, content=alert.model_dump_json(), timeout=timeout_s,
+                          headers={"Content-Type": "application/json"})
+        resp.raise_for_status()
+        log.info("alert posted to webhook on %s (HTTP %d)", host, resp.status_code)
+    except httpx.HTTPError as exc:
+        log.error("could not post the alert to the webhook on %s: %s", host, type(exc).__name__)

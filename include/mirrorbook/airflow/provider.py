@@ -11,7 +11,8 @@ import mirrorbook
 
 CONNECT_CONN_TYPE = "kafka_connect"
 # Every module of mirrorbook.airflow.operators that defines operators (tests/unit/test_provider.py checks it).
-OPERATOR_MODULES = ("connectors", "drill", "health", "move", "offsets", "parity", "runbook")
+OPERATOR_MODULES = ("alerts", "approval", "connectors", "drill", "flow_events", "health", "move", "offsets", "parity",
+                    "runbook")
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -26,9 +27,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [{"integration-name": "Kafka Connect",
                        "python-modules": [f"mirrorbook.airflow.operators.{m}" for m in OPERATOR_MODULES]}],
         "sensors": [{"integration-name": "Kafka Connect",
-                     "python-modules": ["mirrorbook.airflow.sensors.connect", "mirrorbook.airflow.sensors.kafka"]}],
+                     "python-modules": ["mirrorbook.airflow.sensors.alerts", "mirrorbook.airflow.sensors.connect",
+                                        "mirrorbook.airflow.sensors.kafka"]}],
         "triggers": [{"integration-name": "Kafka Connect",
-                      "python-modules": ["mirrorbook.airflow.triggers.connect", "mirrorbook.airflow.triggers.kafka"]}],
+                      "python-modules": ["mirrorbook.airflow.triggers.alerts", "mirrorbook.airflow.triggers.connect",
+                                          "mirrorbook.airflow.triggers.kafka"]}],
         "notifications": ["mirrorbook.airflow.notifiers.MirrorbookAlertNotifier"],
         "connection-types": [
             {

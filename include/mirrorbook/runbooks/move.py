@@ -83,6 +83,14 @@ def move_for(params: FailoverParams | FailbackParams, topology: Topology) -> Mov
     return failback_move(params, topology) if isinstance(params, FailbackParams) else failover_move(params, topology)
 
 
+def other_flow(move: Move, topology: Topology) -> FlowSpec | None:
+    """The flow the run starts once the groups have moved, if it was asked to: a failover's reverse flow
+    (`start_reverse_flow`), a failback's original flow (`restart_flow`)."""
+    if isinstance(move.params, FailoverParams):
+        return topology.reverse_of(move.flow) if move.params.start_reverse_flow else None
+    return move.flow if move.params.restart_flow else None
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 

@@ -15,7 +15,7 @@ models (mirrorbook.airflow.forms), so what the UI offers and what the runbook ac
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -83,6 +83,54 @@ class ChangeParams(FlowParams):
                                       "checked — and change nothing")
 
 
+ApprovalChoice = Literal["default", "required", "skip"]
+# Last in each form that has it (like parity): the runbook's own fields come first.
+APPROVAL_FIELD = Field("default", title="Approval",
+                       description="required: wait for a human to approve the plan (Required Actions) before anything "
+                                   "changes; skip: go on without asking; default: what the topology's `approval` says "
+                                   "for this runbook (required unless set). A dry run never waits",
+                       json_schema_extra={"values_display": {"default": "as the topology says",
+                                                             "required": "required", "skip": "skip"}})
+
+
+class ApprovedParams(ChangeParams):
+    """A runbook whose plan a human approves before its first mutation (runbooks/approval.py); each subclass
+    declares `approval: ApprovalChoice = APPROVAL_FIELD` last in its form.
+
+    The form's default is `default`: "what the topology's `approval` says for this runbook", resolved when
+    the run is validated — not the topology's value copied into the form when the DAG file was parsed, which
+    would go stale when the topology changes and would make an API trigger that omits `approval` follow
+    whatever the DAG processor last read rather than the topology the run is checked against."""
+
+    approval_runbook: ClassVar[str]
+    if TYPE_CHECKING:
+        approval: ApprovalChoice
+
+    _approval: tuple[str, str] | None = None
+
+    @property
+    def approval_decision(self) -> tuple[str, str]:
+        """("required" | "skip", why): the policy this run follows and where it came from."""
+        assert self._approval is not None, "validated against a topology first"
+        return self._approval
+
+    def changes_nothing(self) -> str | None:
+        """Why this run has nothing to approve whatever it is asked (a read-only action), if so."""
+        return None
+
+    def check(self, topology: Topology) -> None:
+        super().check(topology)
+        if self.dry_run:
+            self._approval = ("skip", "a dry run changes nothing, so it never waits for approval")
+        elif reason := self.changes_nothing():
+            self._approval = ("skip", reason)
+        elif self.approval == "default":
+            mode = topology.approval.of(self.approval_runbook)
+            self._approval = (mode, f"the topology's approval.{self.approval_runbook} is {mode}")
+        else:
+            self._approval = (self.approval, f"the run's approval parameter is {self.approval}")
+
+
 Parity = Literal["spark", "off"]
 PARITY_FIELD = Field("spark", title="Parity proof",
                      description="spark: after each change, a Spark job proves where offsets (and records) are; "
@@ -124,9 +172,10 @@ OFFSETS_EFFECTS = {
 }
 
 
-class OffsetsParams(ChangeParams):
+class OffsetsParams(ApprovedParams):
     """mm2_offsets: list, alter, reset or restore one of a flow's connectors' offsets (Strimzi proposal 083)."""
 
+    approval_runbook: ClassVar[str] = "offsets"
     limits: ClassVar[dict[str, Limits]] = {"offsets": OFFSETS_LIMITS}
 
     connector: ConnectorRole = Field("source", title="Connector", description="which of the flow's MM2 connectors",
@@ -145,6 +194,7 @@ class OffsetsParams(ChangeParams):
                                     description="the snapshot to re-apply, from `mirrorbook audit snapshots`")
     parity: Parity = PARITY_FIELD
     spark_connect: str | None = SPARK_CONNECT_FIELD
+    approval: ApprovalChoice = APPROVAL_FIELD
 
     _parsed: ConnectorOffsets | None = None
 
@@ -161,6 +211,9 @@ class OffsetsParams(ChangeParams):
     @property
     def effect(self) -> str:
         return OFFSETS_EFFECTS[self.connector]
+
+    def changes_nothing(self) -> str | None:
+        return "action=list only reads the offsets" if self.action == "list" else None
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -205,7 +258,7 @@ def check_snapshot(audit: Any, flow: FlowSpec, connector: str, snapshot_id: str 
 Mode = Literal["planned", "unplanned"]
 
 
-class MoveParams(ChangeParams):
+class MoveParams(ApprovedParams):
     """What failover and failback share: how groups are chosen, translated and gated."""
 
     mode: Mode = Field("planned", title="Mode",
@@ -278,10 +331,12 @@ class MoveParams(ChangeParams):
 class FailoverParams(MoveParams):
     """mm2_failover: move the flow's managed consumer groups from its source to its target."""
 
+    approval_runbook: ClassVar[str] = "failover"
     start_reverse_flow: bool = Field(False, title="Start the reverse flow",
                                      description="start TARGET->SOURCE afterwards, ready for a later failback")
     parity: Parity = PARITY_FIELD
     spark_connect: str | None = SPARK_CONNECT_FIELD
+    approval: ApprovalChoice = APPROVAL_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -294,10 +349,12 @@ class FailbackParams(MoveParams):
     """mm2_failback: `flow` is the flow that was failed over (e.g. A->B); its groups move back from its
     target to its source, through the reverse flow (B->A), which is stopped afterwards."""
 
+    approval_runbook: ClassVar[str] = "failback"
     restart_flow: bool = Field(True, title="Restart the original flow",
                                description="resume SOURCE->TARGET once the groups are back on SOURCE")
     parity: Parity = PARITY_FIELD
     spark_connect: str | None = SPARK_CONNECT_FIELD
+    approval: ApprovalChoice = APPROVAL_FIELD
 
     def check(self, topology: Topology) -> None:
         super().check(topology)
@@ -382,6 +439,9 @@ def model_of(dag_id: str) -> type[FormParams] | None:
     if dag_id == "mm2_health_check":
         from mirrorbook.runbooks.health import HealthParams
         return HealthParams
+    if dag_id == "mm2_failover_on_alert":
+        from mirrorbook.runbooks.alerts import OnAlertParams
+        return OnAlertParams
     return None
 
 

@@ -58,16 +58,15 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         elif self.step == "confirm_stopped":
             moves.confirm_stopped(rb, clients, move, move.via)
         elif self.step == "start_other_flow":
-            self._start_other(rb, clients, move, params, topology)
+            self._start_other(rb, clients, move, topology)
         else:
             return self._report(context, rb, clients, move, topology)
         return self.log_outcomes(rb)
 
-    def _start_other(self, rb: Runbook, clients: Any, move: moves.Move, params: Any, topology: Any) -> None:
-        if move.direction == "failover" and params.start_reverse_flow:
-            moves.start_flow(rb, clients, topology.reverse_of(move.flow))
-        elif move.direction == "failback" and params.restart_flow:
-            moves.start_flow(rb, clients, move.flow)
+    def _start_other(self, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> None:
+        other = moves.other_flow(move, topology)
+        if other is not None:
+            moves.start_flow(rb, clients, other)
         else:
             self.log.info("not requested: the other direction is left as it is")
 

@@ -22,9 +22,9 @@ from mirrorbook.runbooks.plan import managed_groups
 TRIGGER_MARGIN_S = 30
 
 
-def longest_wait_s(model: type) -> float:
-    """The `le` bound of the model's `drain_timeout` (a move's longest gate wait), read from the model itself."""
-    return float(next(m.le for m in model.model_fields["drain_timeout"].metadata if getattr(m, "le", None) is not None))
+def longest_wait_s(model: type, field: str = "drain_timeout") -> float:
+    """The `le` bound of the model's `field` (a move's longest gate wait), read from the model itself."""
+    return float(next(m.le for m in model.model_fields[field].metadata if getattr(m, "le", None) is not None))
 
 
 class _MoveGateSensor(RunbookTask, BaseSensorOperator):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -39,17 +39,22 @@ class _PollingTrigger(BaseTrigger):
         try:
             topology = load_topology(self.topology_path)
             clients = await AsyncAirflowResolver(topology).aclients()
-            while True:
-                done, info = await self.check(clients, topology)
-                if done:
-                    yield TriggerEvent({"status": "success", **info})
-                    return
-                if time.monotonic() >= deadline:
-                    yield TriggerEvent({"status": "timeout", **info})
-                    return
-                await asyncio.sleep(self.poll_s)
+            yield await poll(lambda: self.check(clients, topology), deadline, self.poll_s)
         except MirrorbookError as exc:
             yield TriggerEvent({"status": "error", "message": str(exc)})
+
+
+async def poll(check: Callable[[], Awaitable[tuple[bool, dict[str, Any]]]], deadline: float,
+               poll_s: float) -> TriggerEvent:
+    """`check()` every `poll_s` until it reports done (success) or the monotonic `deadline` passes (timeout);
+    the event carries what the last check said."""
+    while True:
+        done, info = await check()
+        if done:
+            return TriggerEvent({"status": "success", **info})
+        if time.monotonic() >= deadline:
+            return TriggerEvent({"status": "timeout", **info})
+        await asyncio.sleep(poll_s)
 
 
 class ReplicationDrainedTrigger(_PollingTrigger):

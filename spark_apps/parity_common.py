@@ -102,10 +102,18 @@ class Files:
     def frame(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.read.parquet(path)
 
+    def rows(self, spark: SparkSession, path: str, schema: StructType, what: str) -> list[dict[str, Any]]:
+        """A small snapshot (a job's list of partition pairs) as Python rows, conformed to `schema`."""
+        return rows_as_dicts(read_snapshot(spark, path, schema, what, self).collect())
+
     def store(self, df: DataFrame, path: str) -> DataFrame:
         """Write a result; return it as a DataFrame to summarize from (read back: cheaper than caching)."""
         df.write.mode("overwrite").parquet(path)
         return df.sparkSession.read.parquet(path)
+
+    def store_rows(self, spark: SparkSession, rows: list[dict[str, Any]], schema: StructType, path: str) -> None:
+        """Write a result the driver already holds (a few rows per partition pair or group)."""
+        spark.createDataFrame(rows, schema=schema).write.mode("overwrite").parquet(path)
 
 
 class Arrow(Files):
@@ -113,23 +121,45 @@ class Arrow(Files):
     own disk into Arrow tables that travel to the server inside the plan, and writes the results it
     collects back. The server never needs a path of the client's, nor the client a file of the server's."""
 
-    def frame(self, spark: SparkSession, path: str) -> DataFrame:
+    def _table(self, path: str) -> Any:
         import pyarrow.parquet as pq
         try:
-            table = pq.read_table(path)
+            return pq.read_table(path)
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc}") from exc
-        return spark.createDataFrame(table)
+
+    def frame(self, spark: SparkSession, path: str) -> DataFrame:
+        return spark.createDataFrame(self._table(path))
+
+    def rows(self, spark: SparkSession, path: str, schema: StructType, what: str) -> list[dict[str, Any]]:
+        """Read here: no round trip to the server for what this process holds already."""
+        table = self._table(path)
+        present = set(table.column_names)
+        missing = [f.name for f in schema.fields if not f.nullable and f.name not in present]
+        if missing:
+            raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
+                             f"expected {schema.simpleString()}")
+        return [{f.name: r.get(f.name) for f in schema.fields} for r in table.to_pylist()]
 
     def store(self, df: DataFrame, path: str) -> DataFrame:
+        table = df.toArrow()
+        self._write(table, path)
+        return df.sparkSession.createDataFrame(table) if table.num_rows else df
+
+    def store_rows(self, spark: SparkSession, rows: list[dict[str, Any]], schema: StructType, path: str) -> None:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self._write(pa.Table.from_pylist(rows, schema=to_arrow_schema(schema)), path)
+
+    @staticmethod
+    def _write(table: Any, path: str) -> None:
         import shutil
 
         import pyarrow.parquet as pq
-        table = df.toArrow()
         shutil.rmtree(path, ignore_errors=True)
         os.makedirs(path)
         pq.write_table(table, os.path.join(path, "part-00000.parquet"))
-        return df.sparkSession.createDataFrame(table) if table.num_rows else df
 
 
 FILES = Files()
@@ -166,6 +196,21 @@ def validate(df: DataFrame, key: Sequence[str], required: Sequence[str], what: s
     if bad:
         shown = "; ".join(", ".join(f"{k}={r[k]}" for k in key)
                           + (f" ({r['rows']} rows)" if r["rows"] > 1 else " (null in a required column)") for r in bad)
+        raise InputError(f"the {what} snapshot has duplicate rows or nulls in required columns "
+                         f"({', '.join(required)}): {shown}")
+
+
+def check_rows(rows: list[dict[str, Any]], key: Sequence[str], required: Sequence[str], what: str) -> None:
+    """`validate` for rows the driver holds: no null required value, no key twice."""
+    seen: dict[tuple, int] = {}
+    for r in rows:
+        k = tuple(r.get(c) for c in key)
+        seen[k] = seen.get(k, 0) + 1
+    bad = [(k, n) for k, n in seen.items() if n > 1 or None in k]
+    bad += [(tuple(r.get(c) for c in key), 0) for r in rows if any(r.get(c) is None for c in required)]
+    if bad:
+        shown = "; ".join(", ".join(f"{c}={v}" for c, v in zip(key, k))
+                          + (f" ({n} rows)" if n > 1 else " (null in a required column)") for k, n in bad[:5])
         raise InputError(f"the {what} snapshot has duplicate rows or nulls in required columns "
                          f"({', '.join(required)}): {shown}")
 

@@ -102,6 +102,9 @@ class Files:
     def frame(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.read.parquet(path)
 
+    def columns(self, df: DataFrame, path: str) -> list[str]:
+        return df.columns
+
     def rows(self, spark: SparkSession, path: str, schema: StructType, what: str) -> list[dict[str, Any]]:
         """A small snapshot (a job's list of partition pairs) as Python rows, conformed to `schema`."""
         return rows_as_dicts(read_snapshot(spark, path, schema, what, self).collect())
@@ -115,31 +118,46 @@ class Files:
         """Write a result the driver already holds (a few rows per partition pair or group)."""
         spark.createDataFrame(rows, schema=schema).write.mode("overwrite").parquet(path)
 
+    def check(self, df: DataFrame, path: str, schema: StructType, key: Sequence[str], required: Sequence[str],
+              what: str) -> None:
+        """Reject a small snapshot with duplicate keys or null required values (`validate`), where it is."""
+        validate(df, key, required, what)
+
 
 class Arrow(Files):
     """The job run by a Spark Connect client (the Airflow task): the client reads the snapshots from its
     own disk into Arrow tables that travel to the server inside the plan, and writes the results it
     collects back. The server never needs a path of the client's, nor the client a file of the server's."""
 
+    def __init__(self) -> None:
+        self._tables: dict[str, Any] = {}  # each snapshot, read once (its file may be gone by the next use)
+
     def _table(self, path: str) -> Any:
         import pyarrow.parquet as pq
-        try:
-            return pq.read_table(path)
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc}") from exc
+        if path not in self._tables:
+            try:
+                self._tables[path] = pq.read_table(path)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc}") from exc
+        return self._tables[path]
 
     def frame(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.createDataFrame(self._table(path))
 
+    def columns(self, df: DataFrame, path: str) -> list[str]:
+        """Known here: asking the server would cost an analysis round trip."""
+        return self._table(path).column_names
+
     def rows(self, spark: SparkSession, path: str, schema: StructType, what: str) -> list[dict[str, Any]]:
         """Read here: no round trip to the server for what this process holds already."""
         table = self._table(path)
-        present = set(table.column_names)
-        missing = [f.name for f in schema.fields if not f.nullable and f.name not in present]
-        if missing:
-            raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
-                             f"expected {schema.simpleString()}")
+        require_columns(table.column_names, schema, what, path)
         return [{f.name: r.get(f.name) for f in schema.fields} for r in table.to_pylist()]
+
+    def check(self, df: DataFrame, path: str, schema: StructType, key: Sequence[str], required: Sequence[str],
+              what: str) -> None:
+        """Checked here, on the rows this process read: no round trip to the server."""
+        check_rows(self.rows(df.sparkSession, path, schema, what), key, required, what)
 
     def store(self, df: DataFrame, path: str) -> DataFrame:
         table = df.toArrow()
@@ -177,14 +195,18 @@ def read_snapshot(spark: SparkSession, path: str, schema: StructType, what: str,
         raise
     except Exception as exc:  # AnalysisException: path missing / not Parquet
         raise InputError(f"cannot read the {what} snapshot {path}: {str(exc).splitlines()[0]}") from exc
-    present = set(df.columns)
-    missing = [f.name for f in schema.fields if not f.nullable and f.name not in present]
-    if missing:
-        raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
-                         f"expected {schema.simpleString()}")
+    present = set(io.columns(df, path))
+    require_columns(present, schema, what, path)
     cols = [(F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
             for f in schema.fields]
     return df.select(*cols)
+
+
+def require_columns(present: Iterable[str], schema: StructType, what: str, path: str) -> None:
+    missing = [f.name for f in schema.fields if not f.nullable and f.name not in set(present)]
+    if missing:
+        raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
+                         f"expected {schema.simpleString()}")
 
 
 def validate(df: DataFrame, key: Sequence[str], required: Sequence[str], what: str) -> None:
@@ -233,6 +255,25 @@ def session(app_name: str) -> SparkSession:
 
 def rows_as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in rows]
+
+
+def sort_key(row: dict[str, Any], *cols: str) -> tuple:
+    """Sort rows the driver holds by `cols` as Spark sorts them ascending: nulls first."""
+    return tuple((row[c] is not None, row[c]) for c in cols)
+
+
+def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Several small results in one query (one round trip to a Spark Connect server): each row as JSON,
+    tagged with its result's name. Rows of a result come back in no particular order."""
+    union = None
+    for name, df in frames.items():
+        tagged = df.select(F.lit(name).alias("result"),  # struct("*"): no schema round trip
+                           F.to_json(F.struct(F.col("*")), {"ignoreNullFields": "false"}).alias("row"))
+        union = tagged if union is None else union.unionByName(tagged)
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
+    for r in union.collect() if union is not None else []:
+        out[r["result"]].append(json.loads(r["row"]))
+    return out
 
 
 def write_summary(path: str, summary: dict[str, Any]) -> None:

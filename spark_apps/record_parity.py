@@ -505,10 +505,6 @@ def boundary_failure(r: dict[str, Any], max_reread: int | None) -> dict[str, Any
 KIND_ORDER = {"ORDER": 0, "EXTRA": 1, "MISSING": 2}
 
 
-def _key(r: dict[str, Any], *cols: str) -> tuple:
-    return tuple((r[c] is None, r[c]) for c in cols)  # nulls last, as Spark sorts ascending
-
-
 def summarize(args: argparse.Namespace, tables: dict[str, tuple[list[dict[str, Any]], StructType]]
               ) -> dict[str, Any]:
     """The summary from the rows the driver holds (a few per pair and group): no further query."""
@@ -519,13 +515,13 @@ def summarize(args: argparse.Namespace, tables: dict[str, tuple[list[dict[str, A
     totals = {"pairs": len(pairs), **{c: sum(int(r[c] or 0) for r in pairs) for c in sums},
               "checksum_mismatches": sum(1 for r in pairs if not r["checksum_equal"]),
               "failed_pairs": sum(1 for r in pairs if r["failed"])}
-    in_order = sorted(pairs, key=lambda r: _key(r, *PAIR))
+    in_order = sorted(pairs, key=lambda r: pc.sort_key(r, *PAIR))
     failures = [pair_failure(r) for r in in_order if r["failed"]][:limit]
     failures_total = totals["failed_pairs"]
     result: dict[str, Any] = {"totals": totals,
                               "pairs": sorted(in_order, key=lambda r: not r["failed"])[:limit]}
     if "boundaries" in tables:
-        b = sorted(tables["boundaries"][0], key=lambda r: _key(r, "group", *PAIR))
+        b = sorted(tables["boundaries"][0], key=lambda r: pc.sort_key(r, "group", *PAIR))
         counts: dict[str, int] = {}
         for r in b:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -542,7 +538,7 @@ def summarize(args: argparse.Namespace, tables: dict[str, tuple[list[dict[str, A
         d = tables["differences"][0]
         totals["differences"] = len(d)
         failures_total += len(d)
-        d = sorted(d, key=lambda r: (KIND_ORDER[r["kind"]], *_key(r, *PAIR, "source_offset", "target_offset")))
+        d = sorted(d, key=lambda r: (KIND_ORDER[r["kind"]], *pc.sort_key(r, *PAIR, "source_offset", "target_offset")))
         failures += [difference_failure(r) for r in d[:max(0, limit - len(failures))]]
     result.update(passed=failures_total == 0, failures=failures[:limit], failures_total=failures_total)
     return result

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -276,14 +277,39 @@ def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]
     return out
 
 
-def write_summary(path: str, summary: dict[str, Any]) -> None:
-    """Write atomically (tmp + rename) so a reader never sees half a summary."""
+def is_uri(path: str) -> bool:
+    """`s3a://…`, `hdfs://…`, `file:///…`: a location the cluster reaches through Hadoop's FileSystem."""
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
+
+
+def write_summary(path: str, summary: dict[str, Any], spark: SparkSession | None = None) -> None:
+    """Write so a reader never sees half a summary: a local file atomically (tmp + rename); a URI through
+    Spark's writer as a one-file text dataset, whose _SUCCESS marker the committer writes last."""
+    text = json.dumps(summary, indent=2, sort_keys=True, default=str)
+    if is_uri(path):
+        if spark is None:
+            raise InputError(f"no Spark session to write the summary to {path}")
+        spark.createDataFrame([(text,)], "value string").coalesce(1).write.mode("overwrite").text(path)
+        return
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2, sort_keys=True, default=str)
+        fh.write(text)
     os.replace(tmp, path)
+
+
+def shipped_file(path: str) -> str:
+    """A file given on the command line: where it is, or — shipped with the job by spark-submit --files
+    to a cluster's driver — where Spark put it (SparkFiles)."""
+    if os.path.isfile(path):
+        return path
+    from pyspark import SparkFiles
+    try:
+        shipped = SparkFiles.get(os.path.basename(path))
+    except Exception:  # noqa: BLE001 — no SparkContext here (a Spark Connect client): not shipped
+        return path
+    return shipped if os.path.isfile(shipped) else path
 
 
 def report_failures(app: str, failures: list[dict[str, Any]], total: int) -> None:
@@ -328,7 +354,12 @@ def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], d
         print(f"PARITY-ERROR {app}: {summary['error']}", file=sys.stderr)
         code = EXIT_ERROR
     summary["elapsed_s"] = round(time.time() - started, 3)
-    write_summary(args.summary, summary)
+    try:
+        write_summary(args.summary, summary, spark)
+    except Exception as exc:  # the verdict must not vanish: it still goes to stderr, and the exit code says it
+        print(f"PARITY-ERROR {app}: cannot write the summary to {args.summary}: {exc}\n"
+              f"{json.dumps(summary, default=str)}", file=sys.stderr)
+        code = EXIT_ERROR
     print(f"PARITY-{summary['status'].upper()} {app}: summary {args.summary}", file=sys.stderr)
     if own and spark is not None:
         spark.stop()

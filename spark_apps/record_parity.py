@@ -107,7 +107,7 @@ def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
         pairs.append((k, v))
     if args.kafka_options_file:
         try:
-            with open(args.kafka_options_file, encoding="utf-8") as fh:
+            with open(pc.shipped_file(args.kafka_options_file), encoding="utf-8") as fh:
                 from_file = json.load(fh).get(side, {})
         except (OSError, ValueError, AttributeError) as exc:
             raise pc.InputError(f"cannot read --kafka-options-file {args.kafka_options_file}: {exc}") from exc

@@ -31,8 +31,13 @@ BEFORE_KEY = "parity.groups_before"
 CONNECTOR_KEY = "parity.connector_offsets"
 
 
+def workdir_key(rb: Runbook, task_id: str) -> str:
+    """A task's place among the proofs' files: <dag>/<run>/<task> (under the artifacts dir, or a parity URI)."""
+    return f"{rb.info.dag_id or 'run'}/{safe_name(rb.info.run_id)}/{task_id}"
+
+
 def workdir(rb: Runbook, task_id: str) -> Path:
-    return artifacts_dir() / "parity" / (rb.info.dag_id or "run") / safe_name(rb.info.run_id) / task_id
+    return artifacts_dir() / "parity" / workdir_key(rb, task_id)
 
 
 def _key(offsets: dict[str, dict[TP, int]]) -> dict[str, dict[str, int]]:

@@ -2,11 +2,11 @@
 
 Reads both clusters through Spark's Kafka source (spark-sql-kafka-0-10, passed with --jars) at the
 given offset ranges and compares a content hash per record:
-sha256(hex(key) | hex(value) | headers (name:hex(value), in order) | timestamp in ms), nulls distinct
-from empty. Per partition pair (source topic-partition -> target topic-partition):
+sha256(len(key):key | len(value):value | headers as JSON (names, base64 values, in order) | timestamp
+in ms), nulls distinct from empty. Per partition pair (source topic-partition -> target topic-partition):
 
-  checksums       record count, sum and xor of a 60-bit hash prefix per side — order-independent, so
-                  two drained ranges with equal figures hold the same multiset of records
+  checksums       record count, sum and xor of a 64-bit digest of each hash per side — order-independent,
+                  so two drained ranges with equal figures hold the same multiset of records
   records         (not with --checksums-only) records matched by (hash, occurrence), records MISSING
                   on the target, EXTRA records on the target (foreign or duplicated), ORDER violations
                   (a matched record lands on the target before the one preceding it on the source)
@@ -203,16 +203,16 @@ def read_topics(spark: SparkSession, opts: dict[str, str], plan: dict[str, dict[
 
 
 def content_hash(df: DataFrame) -> DataFrame:
-    """The record's identity across clusters: everything MM2 copies (not the offset)."""
-    hex_or_null = lambda c: F.coalesce(F.hex(c), F.lit("~"))  # noqa: E731
-    headers = F.coalesce(F.array_join(F.transform("headers", lambda h: F.concat(
-        F.hex(h["key"]), F.lit(":"), hex_or_null(h["value"]))), ","), F.lit("~"))
-    canon = F.concat_ws("|", hex_or_null(F.col("key")), hex_or_null(F.col("value")), headers,
+    """The record's identity across clusters: everything MM2 copies (not the offset). Key and value go in
+    raw behind their length (null distinct from empty, no separator ambiguity, nothing to encode); the
+    headers as JSON (names, base64 values, in order)."""
+    field = lambda c: F.concat(F.coalesce(F.length(c).cast("string"), F.lit("-")), F.lit(":"),  # noqa: E731
+                               F.coalesce(c.cast("string"), F.lit("")))
+    canon = F.concat_ws("|", field(F.col("key")), field(F.col("value")), F.coalesce(F.to_json("headers"), F.lit("-")),
                         F.unix_millis("timestamp").cast("string"))
     hashed = df.withColumn("hash", F.sha2(canon, 256))
     return hashed.select(
-        "topic", "partition", "offset", "hash",
-        F.conv(F.substring("hash", 1, 15), 16, 10).cast("long").alias("h60"),
+        "topic", "partition", "offset", "hash", F.xxhash64("hash").alias("h64"),
         F.substring(F.col("key").cast("string"), 1, 80).alias("key_preview"))
 
 
@@ -246,7 +246,7 @@ def read_side(spark: SparkSession, opts: dict[str, str], pairs: list[dict[str, A
             & (p[f"{side}_end"].isNull() | (F.col("r.offset") < p[f"{side}_end"])))
     return r.join(F.broadcast(p), cond, "inner").select(
         pid_col(p, F.col("r.partition")).alias("pid"), F.lit(SOURCE if side == "source" else TARGET).alias("kind"),
-        F.col("r.offset").alias("off"), "r.hash", "r.h60", "r.key_preview")
+        F.col("r.offset").alias("off"), "r.hash", "r.h64", "r.key_preview")
 
 
 def covered(b: DataFrame, pairs: DataFrame) -> Column:
@@ -280,7 +280,7 @@ def stream(spark: SparkSession, pairs: list[dict[str, Any]], p: DataFrame, src: 
     b_type = StructType([StructField(c, t, True) for c, t in
                          [(f.name, f.dataType) for f in pc.BOUNDARIES.fields if f.name in BOUNDARY_FIELDS]
                          + [("covered", BooleanType())]])
-    records = [("off", LongType()), ("hash", StringType()), ("h60", LongType()), ("key_preview", StringType())]
+    records = [("off", LongType()), ("hash", StringType()), ("h64", LongType()), ("key_preview", StringType())]
     nulls = lambda cols: [F.lit(None).cast(t).alias(c) for c, t in cols]  # noqa: E731
     rows = src.unionByName(tgt).select("pid", "kind", F.col("kind").alias("axis"), *[c for c, _ in records],
                                        *nulls([("b", b_type)]))
@@ -400,8 +400,8 @@ def judge(rows: DataFrame, args: argparse.Namespace) -> DataFrame:
     count = lambda c: F.sum(c.cast("long"))  # noqa: E731
     side = lambda cond, name: [  # noqa: E731
         count(cond).alias(f"{name}_records"),
-        F.sum(F.when(cond, F.col("h60")).cast("decimal(38,0)")).cast("string").alias(f"{name}_sum"),
-        F.bit_xor(F.when(cond, F.col("h60"))).alias(f"{name}_xor"),
+        F.sum(F.when(cond, F.col("h64")).cast("decimal(38,0)")).cast("string").alias(f"{name}_sum"),
+        F.bit_xor(F.when(cond, F.col("h64"))).alias(f"{name}_xor"),
         F.min(F.when(cond, F.col("off"))).alias(f"{name}_first_offset"),
         F.max(F.when(cond, F.col("off"))).alias(f"{name}_last_offset")]
     figures = side(is_src, "source") + side(is_tgt, "target")

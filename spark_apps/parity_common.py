@@ -143,7 +143,10 @@ class Arrow(Files):
         return self._tables[path]
 
     def frame(self, spark: SparkSession, path: str) -> DataFrame:
-        return spark.createDataFrame(self._table(path))
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        table = self._table(path)  # the schema given: an empty snapshot (no group committed) has no rows to infer it
+        return spark.createDataFrame(table, schema=from_arrow_schema(table.schema))
 
     def columns(self, df: DataFrame, path: str) -> list[str]:
         """Known here: asking the server would cost an analysis round trip."""

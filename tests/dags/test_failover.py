@@ -457,6 +457,7 @@ def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo,
     # Warmed on the record proof's own path (both clusters' Kafka reads), not only a trivial query.
     warmed = run.xcom("warm_proof")
     assert warmed["warmed"] is True and warmed["on"].startswith("the record proof of "), warmed
+    assert warmed["on"].endswith(" and the group proof"), warmed
     verdicts = {e.action: e for e in run.events(kind="step") if e.action.startswith("step.parity.")
                 and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}

@@ -156,6 +156,16 @@ def warm_ranges(clients: Clients, via: FlowSpec) -> list[RecordRange]:
     return []
 
 
+def warm_group_snapshot(out_dir: Path, via: FlowSpec) -> GroupSnapshot:
+    """A one-row group snapshot shaped as a move's (expected, committed and watermarks on the target): what
+    warm_proof runs the group proof on, so its plan is compiled before the proof that counts."""
+    tp = TP("mirrorbook-warm-up", 0)
+    expected = [ExpectedOffset(cluster=via.target, group="mirrorbook-warm-up", topic=tp.topic, partition=0,
+                               expected_offset=0)]
+    return write_group_snapshot(out_dir, expected, {via.target: {"mirrorbook-warm-up": {tp: 0}}},
+                                {via.target: {tp: (0, 0)}})
+
+
 def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
                   dst_marks: dict[TP, Watermarks]) -> list[RecordRange]:
     """Per partition pair, from an exactly aligned point to the end on both sides.

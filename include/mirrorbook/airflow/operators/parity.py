@@ -80,18 +80,23 @@ class WarmProofOperator(MirrorbookBaseOperator):
         return {"warmed": True, "seconds": round(seconds, 3), "on": what}
 
     def _warm(self, params: Any, url: str) -> tuple[float, str]:
-        """A planned move's proof reads both clusters: warm that very path on a few records (the verdict is
-        thrown away); otherwise, or with nothing replicated yet, a trivial query."""
+        """A planned move's proofs: warm their very paths — the record proof reading both clusters on a few
+        records, the group proof on a one-row snapshot (verdicts thrown away); the server plans and
+        compiles what the proofs that count will ask. Otherwise, or with nothing replicated yet, a trivial
+        query."""
         started = time.monotonic()
         if getattr(params, "mode", "planned") == "planned":
             via = move_for(params, self.hook.topology).via
             ranges = parity.warm_ranges(self.hook.clients, via)
             if ranges:
                 with tempfile.TemporaryDirectory(prefix="mirrorbook-warm-") as tmp:
-                    connect.run(record_job(self.hook.clients, via, Path(tmp), ranges), url)
+                    connect.run(record_job(self.hook.clients, via, Path(tmp) / "record", ranges), url)
+                    connect.run(group_parity_job(parity.warm_group_snapshot(Path(tmp) / "group", via),
+                                                 Path(tmp) / "group", as_written=True), url)
                 r = ranges[0]
                 return (time.monotonic() - started,
-                        f"the record proof of {r.source_topic}-{r.source_partition} -> {r.target_topic}-{r.target_partition}")
+                        f"the record proof of {r.source_topic}-{r.source_partition} -> {r.target_topic}-{r.target_partition}"
+                        " and the group proof")
         return connect.warm(url), "a trivial query"
 
 

@@ -19,7 +19,9 @@ Run: .venv/bin/python benchmarks/record_proof.py [--records-per-partition 6000] 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
+import json
 import statistics
 import sys
 import time
@@ -33,13 +35,16 @@ sys.path.insert(0, str(ROOT))  # tests.helpers: how the tests wait for a topic t
 
 
 def _digest(m) -> bytes:
-    """The content hash record_parity computes, over the same fields, in the same order."""
+    """The content hash record_parity computes, over the same fields, in the same order: key and value raw
+    behind their length, the headers as JSON with base64 values, the timestamp in ms."""
     h = hashlib.sha256()
     for part in (m.key(), m.value()):
-        h.update(b"\x00" if part is None else b"\x01" + part.hex().encode())
+        h.update(b"-:" if part is None else str(len(part)).encode() + b":" + part)
         h.update(b"|")
-    for name, value in m.headers() or []:
-        h.update(name.encode() + b":" + (b"\x00" if value is None else value.hex().encode()) + b",")
+    headers = m.headers()
+    h.update(b"-" if headers is None else json.dumps(
+        [{"key": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in headers],
+        separators=(",", ":")).encode())
     h.update(b"|" + str(m.timestamp()[1]).encode())
     return h.digest()
 

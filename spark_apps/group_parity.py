@@ -83,7 +83,8 @@ def load_inputs(spark: SparkSession, args: argparse.Namespace,
     actual = pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual", io)
     marks = pc.read_snapshot(spark, args.watermarks, pc.WATERMARKS, "watermarks", io) if args.watermarks else None
     if marks is not None:  # small: validated on its own; the big inputs are validated while classified
-        pc.validate(marks, ["cluster", "topic", "partition"], ["low", "high"], "watermarks")
+        io.check(marks, args.watermarks, pc.WATERMARKS, ["cluster", "topic", "partition"], ["low", "high"],
+                 "watermarks")
     return expected, actual, marks
 
 
@@ -167,36 +168,35 @@ def reason_col(max_reread: int | None) -> Column:
 
 
 def classify(expected: DataFrame, actual: DataFrame, marks: DataFrame | None, args: argparse.Namespace) -> DataFrame:
+    """Every row classified, in a few selects (over Spark Connect each select is analyzed with all the plan
+    below it: a chain of one withColumn per figure costs the server seconds of analysis)."""
     rows = in_scope(combine(expected, actual), args.scope_group_regex)
     if marks is not None:
         rows = rows.join(F.broadcast(marks), ["cluster", "topic", "partition"], "left")
     else:
-        rows = rows.withColumn("low", F.lit(None).cast("long")).withColumn("high", F.lit(None).cast("long"))
+        rows = rows.select("*", F.lit(None).cast("long").alias("low"), F.lit(None).cast("long").alias("high"))
     has_expected = F.col("expected_rows") > 0
     reference = F.col("expected_offset") if args.as_written else F.coalesce(F.col("true_offset"),
                                                                             F.col("expected_offset"))
     committed = F.col("committed_offset")
-    rows = (rows
-            .withColumn("reference_offset", reference)
-            .withColumn("reference_kind", F.when(F.lit(args.as_written), F.lit("written"))
-                        .when(F.col("true_offset").isNotNull(), F.lit("true"))
-                        .when(F.col("expected_offset").isNotNull(), F.lit("expected")))
-            .withColumn("status", status_col(has_expected, committed, reference, args.as_written))
-            .withColumn("n", F.when(F.col("status").isin("RE-READ", "SKIP", "CHANGED"), F.abs(committed - reference))
-                        .otherwise(F.lit(0)).cast("long"))
-            .withColumn("classification", F.when(F.col("status").isin("RE-READ", "SKIP", "CHANGED"),
-                                                 F.concat_ws(" ", F.col("status"), F.col("n").cast("string")))
-                        .otherwise(F.col("status")))
-            .withColumn("out_of_range", F.coalesce(committed.isNotNull() & F.col("low").isNotNull()
-                                                   & ((committed < F.col("low")) | (committed > F.col("high"))),
-                                                   F.lit(False))))
-    rows = rows.withColumn("failed", failed_col(F.col("status"), F.col("n"), F.col("out_of_range"),
-                                                args.max_reread, args.fail_unexpected))
-    rows = rows.withColumn("reason", reason_col(args.max_reread)).withColumn("input_error", input_error_col())
+    rows = rows.select(
+        "*", reference.alias("reference_offset"),
+        F.when(F.lit(args.as_written), F.lit("written")).when(F.col("true_offset").isNotNull(), F.lit("true"))
+        .when(F.col("expected_offset").isNotNull(), F.lit("expected")).alias("reference_kind"),
+        status_col(has_expected, committed, reference, args.as_written).alias("status"),
+        F.coalesce(committed.isNotNull() & F.col("low").isNotNull()
+                   & ((committed < F.col("low")) | (committed > F.col("high"))), F.lit(False)).alias("out_of_range"))
+    moved = F.col("status").isin("RE-READ", "SKIP", "CHANGED")
+    n = F.when(moved, F.abs(committed - F.col("reference_offset"))).otherwise(F.lit(0)).cast("long")
+    rows = rows.select(
+        "*", n.alias("n"),
+        F.when(moved, F.concat_ws(" ", F.col("status"), n.cast("string"))).otherwise(F.col("status"))
+        .alias("classification"),
+        failed_col(F.col("status"), n, F.col("out_of_range"), args.max_reread, args.fail_unexpected).alias("failed"))
     return rows.select(*KEY, "expected_offset", "true_offset", "reference_offset", "reference_kind",
                        "committed_offset", "low", "high", "status", "n", "classification", "out_of_range",
-                       "failed", "reason", "source_cluster", "source_topic", "source_partition",
-                       "source_committed", "input_error")
+                       "failed", reason_col(args.max_reread).alias("reason"), "source_cluster", "source_topic",
+                       "source_partition", "source_committed", input_error_col().alias("input_error"))
 
 
 def failure_entry(r: dict[str, Any]) -> dict[str, Any]:
@@ -205,35 +205,36 @@ def failure_entry(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize(res: DataFrame, path: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Figures from the written result."""
+    """Figures from the written result, in one query: the totals, the first groups (failing first), the
+    first failing rows and a few rows with unusable input."""
     is_ = lambda s: F.col("status") == s  # noqa: E731
-    figures = res.agg(
-        F.count(F.lit(1)).alias("rows"),
-        *[F.sum(is_(s).cast("long")).alias(s) for s in STATUS_ORDER],
-        F.sum(F.when(is_("RE-READ"), F.col("n")).otherwise(0)).alias("reread_records"),
-        F.sum(F.when(is_("SKIP"), F.col("n")).otherwise(0)).alias("skipped_records"),
-        F.sum(F.col("failed").cast("long")).alias("failures_total"),
-        F.countDistinct("cluster", "group").alias("groups_total"),
-        F.count("input_error").alias("input_errors"),
-    ).first().asDict()
-    figures = {k: int(v or 0) for k, v in figures.items()}
-    if figures["input_errors"]:
-        bad = res.filter(F.col("input_error").isNotNull()).select(*KEY, "input_error").limit(5).collect()
-        shown = "; ".join(f"{r['cluster']} group {r['group']} {pc.tp_label(r['topic'], r['partition'])}: "
-                          f"{r['input_error']}" for r in bad)
-        raise pc.InputError(f"{figures['input_errors']} key(s) with unusable input rows (the results in {path} "
-                            f"are no verdict): {shown}")
+    sums = [*[F.sum(is_(s).cast("long")).alias(s) for s in STATUS_ORDER],
+               F.sum(F.when(is_("RE-READ"), F.col("n")).otherwise(0)).alias("reread_records"),
+               F.sum(F.when(is_("SKIP"), F.col("n")).otherwise(0)).alias("skipped_records"),
+               F.sum(F.col("failed").cast("long")).alias("failures_total")]
+    totals = res.agg(F.count(F.lit(1)).alias("rows"), *sums, F.countDistinct("cluster", "group").alias("groups_total"),
+                     F.count("input_error").alias("input_errors"))
     per_group = res.groupBy("cluster", "group").agg(
         F.count(F.lit(1)).alias("partitions"),
         *[F.sum(is_(s).cast("long")).alias(s.lower().replace("-", "")) for s in STATUS_ORDER],
         F.sum(F.when(is_("RE-READ"), F.col("n")).otherwise(0)).alias("reread_records"),
         F.sum(F.when(is_("SKIP"), F.col("n")).otherwise(0)).alias("skipped_records"),
         F.max(F.col("failed")).alias("failed"))
-    groups = pc.rows_as_dicts(per_group.orderBy(F.desc("failed"), "cluster", "group").limit(args.max_listed).collect())
-    listed: list[dict[str, Any]] = []
-    if figures["failures_total"]:
-        order = F.array_position(F.array(*[F.lit(s) for s in STATUS_ORDER]), F.col("status"))
-        listed = pc.rows_as_dicts(res.filter("failed").orderBy(order, *KEY).limit(args.max_listed).collect())
+    order = F.array_position(F.array(*[F.lit(s) for s in STATUS_ORDER]), F.col("status"))
+    got = pc.collect_many({
+        "totals": totals,
+        "groups": per_group.orderBy(F.desc("failed"), "cluster", "group").limit(args.max_listed),
+        "failing": res.filter("failed").orderBy(order, *KEY).limit(args.max_listed),
+        "bad_input": res.filter(F.col("input_error").isNotNull()).select(*KEY, "input_error").limit(5)})
+    figures = {k: int(v or 0) for k, v in got["totals"][0].items()}
+    if figures["input_errors"]:
+        shown = "; ".join(f"{r['cluster']} group {r['group']} {pc.tp_label(r['topic'], r['partition'])}: "
+                          f"{r['input_error']}" for r in got["bad_input"])
+        raise pc.InputError(f"{figures['input_errors']} key(s) with unusable input rows (the results in {path} "
+                            f"are no verdict): {shown}")
+    groups = sorted(got["groups"], key=lambda g: (not g["failed"], *pc.sort_key(g, "cluster", "group")))
+    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
+    listed = sorted(got["failing"], key=lambda r: (rank[r["status"]], *pc.sort_key(r, *KEY)))
     return {
         "passed": figures["failures_total"] == 0,
         "counts": {s: figures[s] for s in STATUS_ORDER},

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -102,10 +103,26 @@ class Files:
     def frame(self, spark: SparkSession, path: str) -> DataFrame:
         return spark.read.parquet(path)
 
+    def columns(self, df: DataFrame, path: str) -> list[str]:
+        return df.columns
+
+    def rows(self, spark: SparkSession, path: str, schema: StructType, what: str) -> list[dict[str, Any]]:
+        """A small snapshot (a job's list of partition pairs) as Python rows, conformed to `schema`."""
+        return rows_as_dicts(read_snapshot(spark, path, schema, what, self).collect())
+
     def store(self, df: DataFrame, path: str) -> DataFrame:
         """Write a result; return it as a DataFrame to summarize from (read back: cheaper than caching)."""
         df.write.mode("overwrite").parquet(path)
         return df.sparkSession.read.parquet(path)
+
+    def store_rows(self, spark: SparkSession, rows: list[dict[str, Any]], schema: StructType, path: str) -> None:
+        """Write a result the driver already holds (a few rows per partition pair or group)."""
+        spark.createDataFrame(rows, schema=schema).write.mode("overwrite").parquet(path)
+
+    def check(self, df: DataFrame, path: str, schema: StructType, key: Sequence[str], required: Sequence[str],
+              what: str) -> None:
+        """Reject a small snapshot with duplicate keys or null required values (`validate`), where it is."""
+        validate(df, key, required, what)
 
 
 class Arrow(Files):
@@ -113,23 +130,58 @@ class Arrow(Files):
     own disk into Arrow tables that travel to the server inside the plan, and writes the results it
     collects back. The server never needs a path of the client's, nor the client a file of the server's."""
 
-    def frame(self, spark: SparkSession, path: str) -> DataFrame:
+    def __init__(self) -> None:
+        self._tables: dict[str, Any] = {}  # each snapshot, read once (its file may be gone by the next use)
+
+    def _table(self, path: str) -> Any:
         import pyarrow.parquet as pq
-        try:
-            table = pq.read_table(path)
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc}") from exc
-        return spark.createDataFrame(table)
+        if path not in self._tables:
+            try:
+                self._tables[path] = pq.read_table(path)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc}") from exc
+        return self._tables[path]
+
+    def frame(self, spark: SparkSession, path: str) -> DataFrame:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        table = self._table(path)  # the schema given: an empty snapshot (no group committed) has no rows to infer it
+        return spark.createDataFrame(table, schema=from_arrow_schema(table.schema))
+
+    def columns(self, df: DataFrame, path: str) -> list[str]:
+        """Known here: asking the server would cost an analysis round trip."""
+        return self._table(path).column_names
+
+    def rows(self, spark: SparkSession, path: str, schema: StructType, what: str) -> list[dict[str, Any]]:
+        """Read here: no round trip to the server for what this process holds already."""
+        table = self._table(path)
+        require_columns(table.column_names, schema, what, path)
+        return [{f.name: r.get(f.name) for f in schema.fields} for r in table.to_pylist()]
+
+    def check(self, df: DataFrame, path: str, schema: StructType, key: Sequence[str], required: Sequence[str],
+              what: str) -> None:
+        """Checked here, on the rows this process read: no round trip to the server."""
+        check_rows(self.rows(df.sparkSession, path, schema, what), key, required, what)
 
     def store(self, df: DataFrame, path: str) -> DataFrame:
+        table = df.toArrow()
+        self._write(table, path)
+        return df.sparkSession.createDataFrame(table) if table.num_rows else df
+
+    def store_rows(self, spark: SparkSession, rows: list[dict[str, Any]], schema: StructType, path: str) -> None:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self._write(pa.Table.from_pylist(rows, schema=to_arrow_schema(schema)), path)
+
+    @staticmethod
+    def _write(table: Any, path: str) -> None:
         import shutil
 
         import pyarrow.parquet as pq
-        table = df.toArrow()
         shutil.rmtree(path, ignore_errors=True)
         os.makedirs(path)
         pq.write_table(table, os.path.join(path, "part-00000.parquet"))
-        return df.sparkSession.createDataFrame(table) if table.num_rows else df
 
 
 FILES = Files()
@@ -147,14 +199,18 @@ def read_snapshot(spark: SparkSession, path: str, schema: StructType, what: str,
         raise
     except Exception as exc:  # AnalysisException: path missing / not Parquet
         raise InputError(f"cannot read the {what} snapshot {path}: {str(exc).splitlines()[0]}") from exc
-    present = set(df.columns)
-    missing = [f.name for f in schema.fields if not f.nullable and f.name not in present]
-    if missing:
-        raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
-                         f"expected {schema.simpleString()}")
+    present = set(io.columns(df, path))
+    require_columns(present, schema, what, path)
     cols = [(F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
             for f in schema.fields]
     return df.select(*cols)
+
+
+def require_columns(present: Iterable[str], schema: StructType, what: str, path: str) -> None:
+    missing = [f.name for f in schema.fields if not f.nullable and f.name not in set(present)]
+    if missing:
+        raise InputError(f"the {what} snapshot {path} lacks column(s) {', '.join(missing)}; "
+                         f"expected {schema.simpleString()}")
 
 
 def validate(df: DataFrame, key: Sequence[str], required: Sequence[str], what: str) -> None:
@@ -166,6 +222,21 @@ def validate(df: DataFrame, key: Sequence[str], required: Sequence[str], what: s
     if bad:
         shown = "; ".join(", ".join(f"{k}={r[k]}" for k in key)
                           + (f" ({r['rows']} rows)" if r["rows"] > 1 else " (null in a required column)") for r in bad)
+        raise InputError(f"the {what} snapshot has duplicate rows or nulls in required columns "
+                         f"({', '.join(required)}): {shown}")
+
+
+def check_rows(rows: list[dict[str, Any]], key: Sequence[str], required: Sequence[str], what: str) -> None:
+    """`validate` for rows the driver holds: no null required value, no key twice."""
+    seen: dict[tuple, int] = {}
+    for r in rows:
+        k = tuple(r.get(c) for c in key)
+        seen[k] = seen.get(k, 0) + 1
+    bad = [(k, n) for k, n in seen.items() if n > 1 or None in k]
+    bad += [(tuple(r.get(c) for c in key), 0) for r in rows if any(r.get(c) is None for c in required)]
+    if bad:
+        shown = "; ".join(", ".join(f"{c}={v}" for c, v in zip(key, k))
+                          + (f" ({n} rows)" if n > 1 else " (null in a required column)") for k, n in bad[:5])
         raise InputError(f"the {what} snapshot has duplicate rows or nulls in required columns "
                          f"({', '.join(required)}): {shown}")
 
@@ -190,14 +261,58 @@ def rows_as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in rows]
 
 
-def write_summary(path: str, summary: dict[str, Any]) -> None:
-    """Write atomically (tmp + rename) so a reader never sees half a summary."""
+def sort_key(row: dict[str, Any], *cols: str) -> tuple:
+    """Sort rows the driver holds by `cols` as Spark sorts them ascending: nulls first."""
+    return tuple((row[c] is not None, row[c]) for c in cols)
+
+
+def collect_many(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Several small results in one query (one round trip to a Spark Connect server): each row as JSON,
+    tagged with its result's name. Rows of a result come back in no particular order."""
+    union = None
+    for name, df in frames.items():
+        tagged = df.select(F.lit(name).alias("result"),  # struct("*"): no schema round trip
+                           F.to_json(F.struct(F.col("*")), {"ignoreNullFields": "false"}).alias("row"))
+        union = tagged if union is None else union.unionByName(tagged)
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
+    for r in union.collect() if union is not None else []:
+        out[r["result"]].append(json.loads(r["row"]))
+    return out
+
+
+def is_uri(path: str) -> bool:
+    """`s3a://…`, `hdfs://…`, `file:///…`: a location the cluster reaches through Hadoop's FileSystem."""
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
+
+
+def write_summary(path: str, summary: dict[str, Any], spark: SparkSession | None = None) -> None:
+    """Write so a reader never sees half a summary: a local file atomically (tmp + rename); a URI through
+    Spark's writer as a one-file text dataset, whose _SUCCESS marker the committer writes last."""
+    text = json.dumps(summary, indent=2, sort_keys=True, default=str)
+    if is_uri(path):
+        if spark is None:
+            raise InputError(f"no Spark session to write the summary to {path}")
+        spark.createDataFrame([(text,)], "value string").coalesce(1).write.mode("overwrite").text(path)
+        return
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2, sort_keys=True, default=str)
+        fh.write(text)
     os.replace(tmp, path)
+
+
+def shipped_file(path: str) -> str:
+    """A file given on the command line: where it is, or — shipped with the job by spark-submit --files
+    to a cluster's driver — where Spark put it (SparkFiles)."""
+    if os.path.isfile(path):
+        return path
+    from pyspark import SparkFiles
+    try:
+        shipped = SparkFiles.get(os.path.basename(path))
+    except Exception:  # noqa: BLE001 — no SparkContext here (a Spark Connect client): not shipped
+        return path
+    return shipped if os.path.isfile(shipped) else path
 
 
 def report_failures(app: str, failures: list[dict[str, Any]], total: int) -> None:
@@ -242,7 +357,12 @@ def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], d
         print(f"PARITY-ERROR {app}: {summary['error']}", file=sys.stderr)
         code = EXIT_ERROR
     summary["elapsed_s"] = round(time.time() - started, 3)
-    write_summary(args.summary, summary)
+    try:
+        write_summary(args.summary, summary, spark)
+    except Exception as exc:  # the verdict must not vanish: it still goes to stderr, and the exit code says it
+        print(f"PARITY-ERROR {app}: cannot write the summary to {args.summary}: {exc}\n"
+              f"{json.dumps(summary, default=str)}", file=sys.stderr)
+        code = EXIT_ERROR
     print(f"PARITY-{summary['status'].upper()} {app}: summary {args.summary}", file=sys.stderr)
     if own and spark is not None:
         spark.stop()

@@ -2,11 +2,11 @@
 
 Reads both clusters through Spark's Kafka source (spark-sql-kafka-0-10, passed with --jars) at the
 given offset ranges and compares a content hash per record:
-sha256(hex(key) | hex(value) | headers (name:hex(value), in order) | timestamp in ms), nulls distinct
-from empty. Per partition pair (source topic-partition -> target topic-partition):
+sha256(len(key):key | len(value):value | headers as JSON (names, base64 values, in order) | timestamp
+in ms), nulls distinct from empty. Per partition pair (source topic-partition -> target topic-partition):
 
-  checksums       record count, sum and xor of a 60-bit hash prefix per side — order-independent, so
-                  two drained ranges with equal figures hold the same multiset of records
+  checksums       record count, sum and xor of a 64-bit digest of each hash per side — order-independent,
+                  so two drained ranges with equal figures hold the same multiset of records
   records         (not with --checksums-only) records matched by (hash, occurrence), records MISSING
                   on the target, EXTRA records on the target (foreign or duplicated), ORDER violations
                   (a matched record lands on the target before the one preceding it on the source)
@@ -16,9 +16,16 @@ from empty. Per partition pair (source topic-partition -> target topic-partition
                   (copies of source offsets < C at >= T), skip (copies of source offsets >= C below T),
                   and whether the first record at >= T on the target is the first record at >= C on
                   the source (or both ends are reached). OK / RE-READ n / SKIP n / MISMATCH / MISSING
-                  (nothing committed on the target) / UNPROVABLE (C or T outside the records read: the
-                  truth cannot be established there; counted apart, never OK). The plan's offset is
-                  carried as plan_offset and a difference flagged, never used as the reference.
+                  (nothing committed on the target) / UNPROVABLE (C or T outside the records read, or
+                  the pair's records out of order: the truth cannot be established there; counted
+                  apart, never OK). The plan's offset is carried as plan_offset and a difference
+                  flagged, never used as the reference.
+
+The work is sized to the data: each side is read once (one Kafka scan per cluster), every row goes
+through one shuffle by partition pair (as many tasks as pairs), the records are matched with one
+sort within each pair, and each boundary is placed among its pair's records by one more sort — a
+rank over the matched sequence, never a join of every boundary with every record. The verdict comes
+back to the driver in one answer (a row per pair), which writes the outputs and the summary.
 
 The job fails (exit 1) on any count/checksum difference, MISSING, EXTRA or ORDER record, and on a
 boundary that SKIPs, MISMATCHes, is MISSING or RE-READs more than --max-reread. UNPROVABLE rows do not
@@ -44,14 +51,14 @@ Exit codes: 0 passed, 1 parity failed, 2 could not run. Needs only pyspark + the
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 import parity_common as pc
 
@@ -100,7 +107,7 @@ def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
         pairs.append((k, v))
     if args.kafka_options_file:
         try:
-            with open(args.kafka_options_file, encoding="utf-8") as fh:
+            with open(pc.shipped_file(args.kafka_options_file), encoding="utf-8") as fh:
                 from_file = json.load(fh).get(side, {})
         except (OSError, ValueError, AttributeError) as exc:
             raise pc.InputError(f"cannot read --kafka-options-file {args.kafka_options_file}: {exc}") from exc
@@ -112,14 +119,17 @@ def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
 
 # -- which partitions and offsets to read ---------------------------------------------------------------
 def load_pairs(spark: SparkSession, args: argparse.Namespace, io: pc.Files) -> list[dict[str, Any]]:
-    """Pairs as dicts; a whole-topic pair has null partitions and offsets (p is paired with p)."""
+    """Pairs as dicts, numbered in order; a whole-topic pair has null partitions and offsets (p is paired
+    with p). The ranges are a handful of rows: read and checked here, by the driver."""
     pairs: list[dict[str, Any]] = []
     if args.ranges:
-        ranges = pc.read_snapshot(spark, args.ranges, pc.RANGES, "ranges", io)
-        pc.validate(ranges, PAIR, PAIR, "ranges")
-        pairs += pc.rows_as_dicts(ranges.collect())
+        ranges = io.rows(spark, args.ranges, pc.RANGES, "ranges")
+        pc.check_rows(ranges, PAIR, PAIR, "ranges")
+        pairs += ranges
     for spec in args.topic:
         src, tgt = spec.split("=")
+        if any(p["source_topic"] == src and p["target_topic"] == tgt for p in pairs):
+            raise pc.InputError(f"--topic {spec} repeats a pair of {src} -> {tgt} (whole topics, or in --ranges)")
         pairs.append({"source_topic": src, "target_topic": tgt, "source_partition": None, "target_partition": None,
                       "source_start": None, "source_end": None, "target_start": None, "target_end": None})
     for p in pairs:
@@ -127,7 +137,7 @@ def load_pairs(spark: SparkSession, args: argparse.Namespace, io: pc.Files) -> l
             s, e = p[f"{side}_start"], p[f"{side}_end"]
             if (s is not None and s < 0) or (e is not None and e < 0) or (s is not None and e is not None and e < s):
                 raise pc.InputError(f"bad {side} range [{s}, {e}) for {pair_label(p)}")
-    return pairs
+    return [{**p, "pair_no": i} for i, p in enumerate(pairs)]
 
 
 def pair_label(p: dict[str, Any]) -> str:
@@ -159,112 +169,84 @@ def read_plan(pairs: list[dict[str, Any]], side: str) -> dict[str, dict[int, tup
     return plan
 
 
-def read_topic(spark: SparkSession, opts: dict[str, str], topic: str,
-               parts: dict[int, tuple[int, int]] | None) -> DataFrame:
-    reader = spark.read.format("kafka").options(**opts)
-    if parts is None:
-        reader = reader.option("subscribe", topic).option("startingOffsets", "earliest") \
-            .option("endingOffsets", "latest")
-    else:
-        reader = (reader.option("assign", json.dumps({topic: sorted(parts)}))
-                  .option("startingOffsets", json.dumps({topic: {str(p): s for p, (s, _) in parts.items()}}))
-                  .option("endingOffsets", json.dumps({topic: {str(p): e for p, (_, e) in parts.items()}})))
-    return reader.load()
+def pool_group_id(opts: dict[str, str]) -> str:
+    """A consumer group id naming these client options exactly, for the Kafka source's consumer pool.
+
+    By default each query gets a fresh group id, so every task of every proof builds a new consumer;
+    the pool keys consumers by (group id, partition), so with a stable id a warm server reuses them
+    (a third of the read's cost, measured). Nothing joins or commits under this id: the executors assign
+    partitions and seek. The id is a digest of every option, secrets included, because the pool refuses
+    a key whose options changed — a rotated password simply gets new consumers. Only the digest is seen.
+    """
+    digest = hashlib.sha256(json.dumps(sorted(opts.items())).encode()).hexdigest()[:24]
+    return f"mirrorbook-parity-{digest}"
+
+
+def read_topics(spark: SparkSession, opts: dict[str, str], plan: dict[str, dict[int, tuple[int, int]] | None]
+                ) -> DataFrame:
+    """One Kafka relation for every assigned partition of one side (plus one for whole topics): one offset
+    lookup and one scan per cluster, however many topics the pairs span."""
+    reader = lambda: spark.read.format("kafka").options(**opts).option("kafka.group.id", pool_group_id(opts))  # noqa: E731
+    assigned = {t: parts for t, parts in sorted(plan.items()) if parts is not None}
+    whole = sorted(t for t, parts in plan.items() if parts is None)
+    frames = []
+    if assigned:
+        frames.append(reader().option("assign", json.dumps({t: sorted(parts) for t, parts in assigned.items()}))
+                      .option("startingOffsets", json.dumps({t: {str(p): s for p, (s, _) in parts.items()}
+                                                             for t, parts in assigned.items()}))
+                      .option("endingOffsets", json.dumps({t: {str(p): e for p, (_, e) in parts.items()}
+                                                           for t, parts in assigned.items()})).load())
+    if whole:
+        frames.append(reader().option("subscribe", ",".join(whole)).option("startingOffsets", "earliest")
+                      .option("endingOffsets", "latest").load())
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
 def content_hash(df: DataFrame) -> DataFrame:
-    """The record's identity across clusters: everything MM2 copies (not the offset)."""
-    hex_or_null = lambda c: F.coalesce(F.hex(c), F.lit("~"))  # noqa: E731
-    headers = F.coalesce(F.array_join(F.transform("headers", lambda h: F.concat(
-        F.hex(h["key"]), F.lit(":"), hex_or_null(h["value"]))), ","), F.lit("~"))
-    canon = F.concat_ws("|", hex_or_null(F.col("key")), hex_or_null(F.col("value")), headers,
+    """The record's identity across clusters: everything MM2 copies (not the offset). Key and value go in
+    raw behind their length (null distinct from empty, no separator ambiguity, nothing to encode); the
+    headers as JSON (names, base64 values, in order)."""
+    field = lambda c: F.concat(F.coalesce(F.length(c).cast("string"), F.lit("-")), F.lit(":"),  # noqa: E731
+                               F.coalesce(c.cast("string"), F.lit("")))
+    canon = F.concat_ws("|", field(F.col("key")), field(F.col("value")), F.coalesce(F.to_json("headers"), F.lit("-")),
                         F.unix_millis("timestamp").cast("string"))
     hashed = df.withColumn("hash", F.sha2(canon, 256))
     return hashed.select(
-        "topic", "partition", "offset", "hash",
-        F.conv(F.substring("hash", 1, 15), 16, 10).cast("long").alias("h60"),
+        "topic", "partition", "offset", "hash", F.xxhash64("hash").alias("h64"),
         F.substring(F.col("key").cast("string"), 1, 80).alias("key_preview"))
 
 
-def read_side(spark: SparkSession, opts: dict[str, str], pairs: list[dict[str, Any]], side: str) -> DataFrame:
-    """Records of one side tagged with their pair, restricted to the pair's range; read once and persisted
-    so every figure comes from the same snapshot of the topic."""
-    frames = [content_hash(read_topic(spark, opts, t, parts)) for t, parts in read_plan(pairs, side).items()]
-    records = frames[0]
-    for f in frames[1:]:
-        records = records.unionByName(f)
-    p = spark.createDataFrame(pairs, schema=PAIRS)
-    other = "target" if side == "source" else "source"
-    r = records.alias("r")
+# -- one stream, one shuffle ------------------------------------------------------------------------------
+# Every row the proof needs travels in one stream keyed by `pid`, the partition pair it belongs to:
+# pair_no * PID_STRIDE (+ the partition, for a whole-topic pair). Rows of a pair meet in one task; from
+# there every figure is a sort within the pair, never a join of one pair's rows with another's.
+PID_STRIDE = 1 << 20  # above any partition number
+SOURCE, TARGET, BOUNDARY, PAIR_ROW = 0, 1, 2, 3  # `kind`: a record of a side, a group's boundary, a pair
+MAX_TASKS = 512  # tasks per stage at most, however many pairs (each is a few ms of scheduling)
+BOUNDARY_FIELDS = ["group", *PAIR, "source_committed", "target_offset", "plan_offset", "covered"]
+
+
+def pairs_frame(spark: SparkSession, pairs: list[dict[str, Any]]) -> DataFrame:
+    return spark.createDataFrame([{k: p[k] for k in (*PAIRS.fieldNames(), "pair_no")} for p in pairs],
+                                 schema=StructType([*PAIRS.fields, StructField("pair_no", LongType(), False)]))
+
+
+def pid_col(p: DataFrame, partition: Column) -> Column:
+    whole_topic = p["source_partition"].isNull()
+    return p["pair_no"] * PID_STRIDE + F.when(whole_topic, partition).otherwise(F.lit(0)).cast("long")
+
+
+def read_side(spark: SparkSession, opts: dict[str, str], pairs: list[dict[str, Any]], p: DataFrame,
+              side: str) -> DataFrame:
+    """One side's records in the pairs' ranges, each tagged with its pair: read once, in one scan."""
+    r = content_hash(read_topics(spark, opts, read_plan(pairs, side))).alias("r")
     cond = ((F.col("r.topic") == p[f"{side}_topic"])
             & (p[f"{side}_partition"].isNull() | (F.col("r.partition") == p[f"{side}_partition"]))
             & (p[f"{side}_start"].isNull() | (F.col("r.offset") >= p[f"{side}_start"]))
             & (p[f"{side}_end"].isNull() | (F.col("r.offset") < p[f"{side}_end"])))
-    tagged = r.join(F.broadcast(p), cond, "inner").select(
-        F.col("r.topic").alias(f"{side}_topic"), F.col("r.partition").alias(f"{side}_partition"),
-        p[f"{other}_topic"].alias(f"{other}_topic"),
-        F.coalesce(p[f"{other}_partition"], F.col("r.partition")).alias(f"{other}_partition"),
-        F.col("r.offset").alias("offset"), "r.hash", "r.h60", "r.key_preview")
-    return tagged.select(*PAIR, "offset", "hash", "h60", "key_preview").persist(StorageLevel.MEMORY_AND_DISK)
-
-
-# -- checks -------------------------------------------------------------------------------------------
-def side_figures(df: DataFrame, side: str) -> DataFrame:
-    return df.groupBy(*PAIR).agg(
-        F.count(F.lit(1)).alias(f"{side}_records"),
-        F.sum(F.col("h60").cast("decimal(38,0)")).cast("string").alias(f"{side}_sum"),
-        F.bit_xor("h60").alias(f"{side}_xor"),
-        F.min("offset").alias(f"{side}_first_offset"),
-        F.max("offset").alias(f"{side}_last_offset"))
-
-
-def match_records(src: DataFrame, tgt: DataFrame) -> DataFrame:
-    """Pair records by (hash, n-th occurrence) within a partition pair; flag order violations."""
-    occ = Window.partitionBy(*PAIR, "hash").orderBy("offset")
-    s = src.withColumn("occ", F.row_number().over(occ)) \
-        .select(*PAIR, "hash", "occ", "key_preview", F.col("offset").alias("source_offset"))
-    t = tgt.withColumn("occ", F.row_number().over(occ)) \
-        .select(*PAIR, "hash", "occ", F.col("key_preview").alias("target_key"), F.col("offset").alias("target_offset"))
-    m = s.join(t, PAIR + ["hash", "occ"], "full_outer")
-    kind = (F.when(F.col("target_offset").isNull(), F.lit("MISSING"))
-            .when(F.col("source_offset").isNull(), F.lit("EXTRA")).otherwise(F.lit("MATCHED")))
-    m = m.withColumn("kind", kind).withColumn("key_preview", F.coalesce("key_preview", "target_key")).drop("target_key")
-    in_source_order = Window.partitionBy(*PAIR, F.col("kind")).orderBy("source_offset")
-    prev = F.lag("target_offset").over(in_source_order)
-    m = m.withColumn("previous_target_offset", F.when(F.col("kind") == "MATCHED", prev))
-    m = m.withColumn("order_violation", F.coalesce(F.col("target_offset") < F.col("previous_target_offset"),
-                                                   F.lit(False)))
-    return m.select(*PAIR, "kind", "source_offset", "target_offset", "previous_target_offset", "order_violation",
-                    "hash", "key_preview")
-
-
-def match_figures(m: DataFrame) -> DataFrame:
-    return m.groupBy(*PAIR).agg(
-        F.sum((F.col("kind") == "MATCHED").cast("long")).alias("matched"),
-        F.sum((F.col("kind") == "MISSING").cast("long")).alias("missing"),
-        F.sum((F.col("kind") == "EXTRA").cast("long")).alias("extra"),
-        F.sum(F.col("order_violation").cast("long")).alias("order_violations"))
-
-
-def pair_table(spark: SparkSession, pairs: list[dict[str, Any]], src: DataFrame, tgt: DataFrame,
-               matches: DataFrame | None) -> DataFrame:
-    explicit = [{k: p[k] for k in PAIR} for p in pairs if p["source_partition"] is not None]
-    keys = src.select(*PAIR).unionByName(tgt.select(*PAIR))
-    if explicit:
-        keys = keys.unionByName(spark.createDataFrame(explicit, schema=PAIRS).select(*PAIR))
-    table = keys.distinct().join(side_figures(src, "source"), PAIR, "left").join(side_figures(tgt, "target"), PAIR, "left")
-    table = table.fillna(0, subset=["source_records", "target_records"]).fillna("0", subset=["source_sum", "target_sum"])
-    table = table.withColumn("checksum_equal", (F.col("source_records") == F.col("target_records"))
-                             & (F.col("source_sum") == F.col("target_sum"))
-                             & (F.coalesce("source_xor", F.lit(0)) == F.coalesce("target_xor", F.lit(0))))
-    if matches is not None:
-        table = table.join(match_figures(matches), PAIR, "left").fillna(0, subset=["matched", "missing", "extra",
-                                                                                   "order_violations"])
-        bad = (~F.col("checksum_equal") | (F.col("missing") > 0) | (F.col("extra") > 0)
-               | (F.col("order_violations") > 0))
-    else:
-        bad = ~F.col("checksum_equal")
-    return table.withColumn("failed", bad)
+    return r.join(F.broadcast(p), cond, "inner").select(
+        pid_col(p, F.col("r.partition")).alias("pid"), F.lit(SOURCE if side == "source" else TARGET).alias("kind"),
+        F.col("r.offset").alias("off"), "r.hash", "r.h64", "r.key_preview")
 
 
 def covered(b: DataFrame, pairs: DataFrame) -> Column:
@@ -276,53 +258,201 @@ def covered(b: DataFrame, pairs: DataFrame) -> Column:
     return inside("source", "source_committed", True) & inside("target", "target_offset", False)
 
 
-def boundary_table(spark: SparkSession, args: argparse.Namespace, pairs: list[dict[str, Any]],
-                   m: DataFrame, io: pc.Files) -> DataFrame:
-    """Each group's position judged against the truth the records establish, never against the plan:
-    with C committed on the source and T committed on the target (both read when the proof was prepared),
-    the group re-reads the copies of source records below C that lie at or above T, and skips the copies
-    of records at or above C that lie below T. `plan_offset` is carried beside, and any difference shown."""
-    b = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io)
-    pc.validate(b, ["group", *PAIR], ["group", *PAIR, "source_committed"], "boundaries")
-    p = spark.createDataFrame(pairs, schema=PAIRS)
-    pair_match = ((b["source_topic"] == p["source_topic"]) & (b["target_topic"] == p["target_topic"])
-                  & (p["source_partition"].isNull() | (b["source_partition"] == p["source_partition"]))
-                  & (p["target_partition"].isNull() | (b["target_partition"] == p["target_partition"]))
-                  & (p["source_partition"].isNotNull() | (b["source_partition"] == b["target_partition"])))
-    judged = b.join(F.broadcast(p), pair_match, "left").groupBy(*[b[c] for c in b.columns]).agg(
-        F.max(p["source_topic"].isNotNull() & F.coalesce(covered(b, p), F.lit(False))).alias("covered"))
-    c, t = F.col("source_committed"), F.col("target_offset")
-    s_off, t_off, kind = F.col("source_offset"), F.col("target_offset_m"), F.col("kind")
-    mm = m.withColumnRenamed("target_offset", "target_offset_m")
-    figures = judged.join(mm, PAIR, "left").groupBy("group", *PAIR, "source_committed", "target_offset",
-                                                    "plan_offset").agg(
-        F.sum(((kind == "MATCHED") & (s_off < c) & (t_off >= t)).cast("long")).alias("reread"),
-        F.sum(((kind == "MATCHED") & (s_off >= c) & (t_off < t)).cast("long")).alias("skip"),
-        F.sum(((kind == "MISSING") & (s_off >= c)).cast("long")).alias("missing_after"),
-        F.sum(((kind == "EXTRA") & (t_off >= t)).cast("long")).alias("extra_after"),
-        F.min(F.when((kind == "MATCHED") & (s_off >= c), t_off)).alias("true_offset"),
-        F.min(F.when(s_off >= c, F.struct(s_off.alias("offset"), F.col("hash"), F.col("key_preview"))))
-        .alias("next_source"),
-        F.min(F.when(t_off >= t, F.struct(t_off.alias("offset"), F.col("hash"), F.col("key_preview"))))
-        .alias("next_target"),
-        F.first("covered").alias("covered"))
-    figures = figures.fillna(0, subset=["reread", "skip", "missing_after", "extra_after"])
-    exact = ((F.col("next_source").isNull() & F.col("next_target").isNull())
-             | (F.col("next_source.hash") == F.col("next_target.hash")))
+def boundary_rows(b: DataFrame, p: DataFrame) -> DataFrame:
+    """Each group's boundary as two rows of its pair's stream, one placed at C among the source records
+    (axis 0) and one at T among the target records (axis 1). No pair read: pid null, and UNPROVABLE."""
+    match = ((b["source_topic"] == p["source_topic"]) & (b["target_topic"] == p["target_topic"])
+             & (p["source_partition"].isNull() | (b["source_partition"] == p["source_partition"]))
+             & (p["target_partition"].isNull() | (b["target_partition"] == p["target_partition"]))
+             & (p["source_partition"].isNotNull() | (b["source_partition"] == b["target_partition"])))
+    has_pair = p["pair_no"].isNotNull()
+    fields = [b[c] for c in BOUNDARY_FIELDS[:-1]] + [(has_pair & F.coalesce(covered(b, p), F.lit(False))).alias("covered")]
+    return b.join(F.broadcast(p), match, "left").select(
+        F.when(has_pair, pid_col(p, b["source_partition"])).alias("pid"), F.lit(BOUNDARY).alias("kind"),
+        F.explode(F.array(F.lit(SOURCE), F.lit(TARGET))).alias("axis"), F.struct(*fields).alias("b"))
+
+
+def stream(spark: SparkSession, pairs: list[dict[str, Any]], p: DataFrame, src: DataFrame, tgt: DataFrame,
+           boundaries: DataFrame | None) -> DataFrame:
+    """Both sides' records, the boundaries and a row per explicit pair (so a pair with no records still
+    has its figures), in one shuffle by pair: as many tasks as partition pairs (a whole-topic pair's
+    partitions are unknown until read: then the session's shuffle partitions, coalesced by AQE)."""
+    b_type = StructType([StructField(c, t, True) for c, t in
+                         [(f.name, f.dataType) for f in pc.BOUNDARIES.fields if f.name in BOUNDARY_FIELDS]
+                         + [("covered", BooleanType())]])
+    records = [("off", LongType()), ("hash", StringType()), ("h64", LongType()), ("key_preview", StringType())]
+    nulls = lambda cols: [F.lit(None).cast(t).alias(c) for c, t in cols]  # noqa: E731
+    rows = src.unionByName(tgt).select("pid", "kind", F.col("kind").alias("axis"), *[c for c, _ in records],
+                                       *nulls([("b", b_type)]))
+    explicit = p.filter(F.col("source_partition").isNotNull()).select(
+        pid_col(p, F.lit(0)).alias("pid"), F.lit(PAIR_ROW).alias("kind"), F.lit(SOURCE).alias("axis"),
+        *nulls(records), *nulls([("b", b_type)]))
+    rows = rows.unionByName(explicit)
+    if boundaries is not None:
+        rows = rows.unionByName(boundary_rows(boundaries, p).select("pid", "kind", "axis", *nulls(records), "b"))
+    if any(q["source_partition"] is None for q in pairs):
+        return rows.repartition("pid")
+    return rows.repartition(max(1, min(len(pairs), MAX_TASKS)), "pid")
+
+
+def match(rows: DataFrame) -> DataFrame:
+    """Records paired by (hash, n-th occurrence) within their pair, in one sort: the records of one
+    content meet in a window, source ones first, each side in offset order; the k-th source record's
+    copy is the k-th target record. A source row gets its copy's target offset (`t_copy`; null: MISSING),
+    a target row learns whether a source record has its content and occurrence (`copied`; false: EXTRA)."""
+    same = Window.partitionBy("pid", "hash").orderBy("kind", "off")
+    whole = same.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    is_src = F.col("kind") == SOURCE
+    rows = rows.select("*", F.row_number().over(same).alias("_n"),
+                       F.sum(is_src.cast("int")).over(whole).cast("int").alias("_sources"),
+                       F.collect_list(F.when(F.col("kind") == TARGET, F.col("off"))).over(whole).alias("_copies"))
+    occ = F.when(is_src, F.col("_n")).otherwise(F.col("_n") - F.col("_sources")).cast("int")  # 1-based, per side
+    return rows.select(*[c for c in rows.columns if not c.startswith("_")],
+                       F.when(is_src, F.try_element_at("_copies", occ)).alias("t_copy"),
+                       ((F.col("kind") == TARGET) & (occ <= F.col("_sources"))).alias("copied"))
+
+
+def walk(m: DataFrame) -> DataFrame:
+    """Each boundary placed among its pair's records by one sort, never joined with them.
+
+    Each side's records are walked from the end (axis 0: the source, axis 1: the target): a boundary at
+    C on the source sees exactly the records at >= C — how many of them have a copy (`ge`) or have none
+    (`lost`: MISSING), the nearest one (the record the group reads next there) and the lowest target
+    offset of their copies (the true target offset); its twin at T on the target sees the copies and the
+    EXTRA records at >= T. With the pair in order (copies' offsets rising with the source offsets) the
+    matched records form one sequence on both sides, so a group re-reads ge(T) - ge(C) of them and skips
+    ge(C) - ge(T) (see `verdict`). The same walk finds ORDER violations: a matched record whose
+    successor's copy lies below its own copy."""
+    kind, axis = F.col("kind"), F.col("axis")
+    record = kind.isin(SOURCE, TARGET)
+    m = m.select(
+        "*", F.when(record, F.col("off")).when(axis == SOURCE, F.col("b.source_committed"))
+        .otherwise(F.col("b.target_offset")).alias("at"),
+        ((kind == SOURCE) & F.col("t_copy").isNotNull()).alias("matched"),
+        (((kind == SOURCE) & F.col("t_copy").isNull()) | ((kind == TARGET) & ~F.col("copied"))).alias("lost"),
+        (kind == BOUNDARY).cast("int").alias("boundary_last"))  # at equal offsets a boundary sees the record
+    count = lambda c: F.sum((F.col(c) if isinstance(c, str) else c).cast("long"))  # noqa: E731
+    # Every figure in one select over one window: one sort (a select per figure would sort again).
+    w = Window.partitionBy("pid", "axis").orderBy(F.desc_nulls_last("at"), "boundary_last")
+    seen = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    successor = F.struct(F.col("off").alias("source_offset"), F.col("t_copy").alias("target_offset"), "hash",
+                         "key_preview")
+    m = m.select(
+        "*", count(F.col("matched") | F.col("copied")).over(seen).alias("ge"), count("lost").over(seen).alias("lost_ge"),
+        F.min(F.when(F.col("matched"), F.col("t_copy"))).over(seen).alias("true_offset"),
+        F.last(F.when(record, F.struct(F.col("off").alias("offset"), "hash", "key_preview")), True).over(seen)
+        .alias("nearest"),
+        F.last(F.when(F.col("matched"), successor), True).over(w.rowsBetween(Window.unboundedPreceding, -1))
+        .alias("successor"))
+    return m.withColumn("order_violation", F.coalesce(F.col("matched") & (F.col("successor.target_offset")
+                                                                             < F.col("t_copy")), F.lit(False)))
+
+
+def verdict(at_c: Column, at_t: Column, ordered: Column, max_reread: int | None) -> Column:
+    """A boundary's verdict from its two rows (at C on the source, at T on the target): the group's
+    position judged against the truth the records establish, never against the plan (`plan_offset` is
+    carried beside, and any difference shown)."""
+    b = at_c["b"]
+    c, t = b["source_committed"], b["target_offset"]
+    reread = F.greatest(at_t["ge"] - at_c["ge"], F.lit(0))  # matched below C (rank(C)) less those below T
+    skip = F.greatest(at_c["ge"] - at_t["ge"], F.lit(0))
+    ns, nt = at_c["nearest"], F.when(t.isNotNull(), at_t["nearest"])
+    exact = F.coalesce((ns.isNull() & nt.isNull()) | (ns["hash"] == nt["hash"]), F.lit(False))
+    known = t.isNotNull() & b["covered"] & ordered
     status = (F.when(t.isNull(), F.lit("MISSING"))
-              .when(~F.col("covered"), F.lit("UNPROVABLE"))
-              .when(F.col("skip") > 0, F.lit("SKIP"))
-              .when(F.col("reread") > 0, F.lit("RE-READ"))
-              .when(~F.coalesce(exact, F.lit(False)), F.lit("MISMATCH"))
+              .when(~known, F.lit("UNPROVABLE"))
+              .when(skip > 0, F.lit("SKIP"))
+              .when(reread > 0, F.lit("RE-READ"))
+              .when(~exact, F.lit("MISMATCH"))
               .otherwise(F.lit("OK")))
-    figures = figures.withColumn("exact", F.coalesce(exact, F.lit(False))).withColumn("status", status)
-    figures = figures.withColumn("n", F.when(F.col("status") == "SKIP", F.col("skip"))
-                                 .when(F.col("status") == "RE-READ", F.col("reread")).otherwise(F.lit(0)))
-    figures = figures.withColumn("differs_from_plan", F.coalesce(t != F.col("plan_offset"), F.lit(False)))
-    bad = F.col("status").isin("SKIP", "MISMATCH", "MISSING")
-    if args.max_reread is not None:
-        bad = bad | ((F.col("status") == "RE-READ") & (F.col("n") > args.max_reread))
-    return figures.withColumn("failed", bad)
+    n = F.when(status == "SKIP", skip).when(status == "RE-READ", reread).otherwise(F.lit(0))
+    bad = status.isin("SKIP", "MISMATCH", "MISSING")
+    if max_reread is not None:
+        bad = bad | ((status == "RE-READ") & (n > max_reread))
+    return F.struct(*[b[f].alias(f) for f in BOUNDARY_FIELDS[:-1]],
+                    F.when(known, reread).otherwise(0).cast("long").alias("reread"),
+                    F.when(known, skip).otherwise(0).cast("long").alias("skip"),
+                    at_c["lost_ge"].alias("missing_after"), F.when(t.isNotNull(), at_t["lost_ge"]).alias("extra_after"),
+                    F.when(t.isNotNull(), at_c["true_offset"]).alias("true_offset"),
+                    ns.alias("next_source"), nt.alias("next_target"), b["covered"].alias("covered"),
+                    ordered.alias("ordered"), exact.alias("exact"), status.alias("status"), n.cast("long").alias("n"),
+                    F.coalesce(t != b["plan_offset"], F.lit(False)).alias("differs_from_plan"), bad.alias("failed"))
+
+
+def difference_struct() -> Column:
+    """MISSING and EXTRA records, and ORDER violations (reported on the record that broke the order)."""
+    def row(kind: str, source: Column, target: Column, previous: Column, of: str = "") -> Column:
+        return F.struct(F.lit(kind).alias("kind"), source.cast("long").alias("source_offset"),
+                        target.cast("long").alias("target_offset"), previous.cast("long").alias("previous_target_offset"),
+                        F.lit(kind == "ORDER").alias("order_violation"), F.col(f"{of}hash").alias("hash"),
+                        F.col(f"{of}key_preview").alias("key_preview"))
+    none = F.lit(None)
+    return (F.when(F.col("lost") & (F.col("kind") == SOURCE), row("MISSING", F.col("off"), none, none))
+            .when(F.col("lost"), row("EXTRA", none, F.col("off"), none))
+            .when(F.col("order_violation"), row("ORDER", F.col("successor.source_offset"),
+                                                F.col("successor.target_offset"), F.col("t_copy"), "successor.")))
+
+
+def judge(rows: DataFrame, args: argparse.Namespace) -> DataFrame:
+    """One row per pair: both sides' figures and, with matching, the differences and boundary verdicts as
+    lists — everything the job reports, brought back in one answer."""
+    is_src, is_tgt = F.col("kind") == SOURCE, F.col("kind") == TARGET
+    count = lambda c: F.sum(c.cast("long"))  # noqa: E731
+    side = lambda cond, name: [  # noqa: E731
+        count(cond).alias(f"{name}_records"),
+        F.sum(F.when(cond, F.col("h64")).cast("decimal(38,0)")).cast("string").alias(f"{name}_sum"),
+        F.bit_xor(F.when(cond, F.col("h64"))).alias(f"{name}_xor"),
+        F.min(F.when(cond, F.col("off"))).alias(f"{name}_first_offset"),
+        F.max(F.when(cond, F.col("off"))).alias(f"{name}_last_offset")]
+    figures = side(is_src, "source") + side(is_tgt, "target")
+    if not args.checksums_only:
+        marker = lambda axis: F.when((F.col("kind") == BOUNDARY) & (F.col("axis") == axis), F.struct(  # noqa: E731
+            "b", "ge", "lost_ge", "nearest", "true_offset"))
+        figures += [count(F.col("matched")).alias("matched"), count(is_src & F.col("lost")).alias("missing"),
+                    count(is_tgt & F.col("lost")).alias("extra"),
+                    count(F.col("order_violation")).alias("order_violations"),
+                    F.collect_list(difference_struct()).alias("differences"),
+                    F.array_sort(F.collect_list(marker(SOURCE))).alias("at_c"),
+                    F.array_sort(F.collect_list(marker(TARGET))).alias("at_t")]
+    out = rows.groupBy("pid").agg(*figures).fillna(0, subset=["source_records", "target_records"]) \
+        .fillna("0", subset=["source_sum", "target_sum"])
+    equal = ((F.col("source_records") == F.col("target_records")) & (F.col("source_sum") == F.col("target_sum"))
+             & (F.coalesce("source_xor", F.lit(0)) == F.coalesce("target_xor", F.lit(0))))
+    if args.checksums_only:
+        return out.withColumn("checksum_equal", equal).withColumn("failed", ~equal)
+    # A boundary's two rows sort alike by their boundary (both start with it): zipped, they pair up.
+    ordered = F.col("order_violations") == 0
+    boundaries = F.transform(F.arrays_zip("at_c", "at_t"),
+                             lambda z: verdict(z["at_c"], z["at_t"], ordered, args.max_reread))
+    bad = ~equal | (F.col("missing") > 0) | (F.col("extra") > 0) | (F.col("order_violations") > 0)
+    return out.select(*[c for c in out.columns if c not in ("at_c", "at_t")], boundaries.alias("boundaries"),
+                      equal.alias("checksum_equal"), bad.alias("failed"))
+
+
+def unpack(result: DataFrame, rows: list[dict[str, Any]], pairs: list[dict[str, Any]]
+           ) -> dict[str, tuple[list[dict[str, Any]], StructType]]:
+    """The answer as result tables (rows, schema): pairs, and with matching differences and boundaries."""
+    pair_fields = [f for f in PAIRS.fields if f.name in PAIR]
+    figures = [f for f in result.schema.fields if f.name not in ("pid", "differences", "boundaries")]
+    tables: dict[str, tuple[list[dict[str, Any]], StructType]] = {
+        "pairs": ([], StructType(pair_fields + figures))}
+    lists = [n for n in ("differences", "boundaries") if n in result.columns]
+    for name in lists:
+        element = result.schema[name].dataType.elementType  # type: ignore[attr-defined]
+        tables[name] = ([], StructType((pair_fields if name == "differences" else []) + element.fields))
+    for r in rows:
+        for b in r.get("boundaries") or []:
+            tables["boundaries"][0].append(b)
+        if r["pid"] is None:  # boundaries of no pair read
+            continue
+        p = pairs[r["pid"] // PID_STRIDE]
+        part = p["source_partition"] if p["source_partition"] is not None else r["pid"] % PID_STRIDE
+        key = {"source_topic": p["source_topic"], "source_partition": part, "target_topic": p["target_topic"],
+               "target_partition": p["target_partition"] if p["target_partition"] is not None else part}
+        tables["pairs"][0].append({**key, **{f.name: r[f.name] for f in figures}})
+        for d in r.get("differences") or []:
+            tables["differences"][0].append({**key, **d})
+    return tables
 
 
 # -- reporting --------------------------------------------------------------------------------------------
@@ -363,48 +493,53 @@ def boundary_failure(r: dict[str, Any], max_reread: int | None) -> dict[str, Any
         "SKIP": f"SKIP {r['n']}",
         "RE-READ": f"RE-READ {r['n']} > --max-reread {max_reread}",
         "MISSING": "MISSING: nothing is committed on the target",
-        "UNPROVABLE": "UNPROVABLE: the offsets lie outside the records read for this pair",
+        "UNPROVABLE": "UNPROVABLE: " + ("the offsets lie outside the records read for this pair" if not r["covered"]
+                                        else "the pair's records are out of order on the target (its ORDER rows): "
+                                             "no count of re-reads and skips is proven there"),
         "MISMATCH": f"MISMATCH: the group would resume on the target at {_describe(nt)}, "
                     f"but on the source it is at {_describe(ns)}",
     }.get(r["status"], r["status"])
     return {"check": "boundary", "label": f"group {r['group']} {pair_label(r)}", "reason": f"{text} ({where})", **r}
 
 
-def summarize(args: argparse.Namespace, results: dict[str, DataFrame]) -> dict[str, Any]:
+KIND_ORDER = {"ORDER": 0, "EXTRA": 1, "MISSING": 2}
+
+
+def summarize(args: argparse.Namespace, tables: dict[str, tuple[list[dict[str, Any]], StructType]]
+              ) -> dict[str, Any]:
+    """The summary from the rows the driver holds (a few per pair and group): no further query."""
     limit = args.max_listed
-    pairs = results["pairs"]
+    pairs = tables["pairs"][0]
     sums = ["source_records", "target_records"] + ([] if args.checksums_only else
                                                    ["matched", "missing", "extra", "order_violations"])
-    totals = pairs.agg(F.count(F.lit(1)).alias("pairs"), *[F.sum(c).alias(c) for c in sums],
-                       F.sum((~F.col("checksum_equal")).cast("long")).alias("checksum_mismatches"),
-                       F.sum(F.col("failed").cast("long")).alias("failed_pairs")).first().asDict()
-    totals = {k: int(v or 0) for k, v in totals.items()}
-    failures = [pair_failure(r) for r in pc.rows_as_dicts(pairs.filter("failed").orderBy(*PAIR).limit(limit).collect())]
+    totals = {"pairs": len(pairs), **{c: sum(int(r[c] or 0) for r in pairs) for c in sums},
+              "checksum_mismatches": sum(1 for r in pairs if not r["checksum_equal"]),
+              "failed_pairs": sum(1 for r in pairs if r["failed"])}
+    in_order = sorted(pairs, key=lambda r: pc.sort_key(r, *PAIR))
+    failures = [pair_failure(r) for r in in_order if r["failed"]][:limit]
     failures_total = totals["failed_pairs"]
     result: dict[str, Any] = {"totals": totals,
-                              "pairs": pc.rows_as_dicts(pairs.orderBy(F.desc("failed"), *PAIR).limit(limit).collect())}
-    if "boundaries" in results:
-        b = results["boundaries"]
-        counts = {r["status"]: r["n"] for r in b.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()}
+                              "pairs": sorted(in_order, key=lambda r: not r["failed"])[:limit]}
+    if "boundaries" in tables:
+        b = sorted(tables["boundaries"][0], key=lambda r: pc.sort_key(r, "group", *PAIR))
+        counts: dict[str, int] = {}
+        for r in b:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
         result["boundary_counts"] = counts
-        figures = b.agg(F.sum(F.when(F.col("status") == "RE-READ", F.col("n"))).alias("reread"),
-                        F.sum(F.when(F.col("status") == "SKIP", F.col("n"))).alias("skip"),
-                        F.sum(F.col("differs_from_plan").cast("long")).alias("differs_from_plan")).first()
-        totals.update(boundary_reread=int(figures["reread"] or 0), boundary_skip=int(figures["skip"] or 0),
-                      boundary_unprovable=int(counts.get("UNPROVABLE", 0)),
-                      boundary_differs_from_plan=int(figures["differs_from_plan"] or 0))
-        bad = pc.rows_as_dicts(b.filter("failed").orderBy("group", *PAIR).limit(limit).collect())
-        failures += [boundary_failure(r, args.max_reread) for r in bad]
-        failures_total += b.filter("failed").count()
-        result["boundaries"] = pc.rows_as_dicts(b.orderBy(F.desc("failed"), "group", *PAIR).limit(limit).collect())
-    if "differences" in results:
-        d = results["differences"]
-        n = d.count()
-        totals["differences"] = n
-        failures_total += n
-        kind_order = F.array_position(F.array(F.lit("ORDER"), F.lit("EXTRA"), F.lit("MISSING")), F.col("kind"))
-        rows = d.orderBy(kind_order, *PAIR, "source_offset", "target_offset").limit(max(0, limit - len(failures)))
-        failures += [difference_failure(r) for r in pc.rows_as_dicts(rows.collect())]
+        totals.update(boundary_reread=sum(r["n"] for r in b if r["status"] == "RE-READ"),
+                      boundary_skip=sum(r["n"] for r in b if r["status"] == "SKIP"),
+                      boundary_unprovable=counts.get("UNPROVABLE", 0),
+                      boundary_differs_from_plan=sum(1 for r in b if r["differs_from_plan"]))
+        bad = [r for r in b if r["failed"]]
+        failures += [boundary_failure(r, args.max_reread) for r in bad[:limit]]
+        failures_total += len(bad)
+        result["boundaries"] = sorted(b, key=lambda r: not r["failed"])[:limit]
+    if "differences" in tables:
+        d = tables["differences"][0]
+        totals["differences"] = len(d)
+        failures_total += len(d)
+        d = sorted(d, key=lambda r: (KIND_ORDER[r["kind"]], *pc.sort_key(r, *PAIR, "source_offset", "target_offset")))
+        failures += [difference_failure(r) for r in d[:max(0, limit - len(failures))]]
     result.update(passed=failures_total == 0, failures=failures[:limit], failures_total=failures_total)
     return result
 
@@ -412,35 +547,31 @@ def summarize(args: argparse.Namespace, results: dict[str, DataFrame]) -> dict[s
 def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
     def run(spark: SparkSession) -> dict[str, Any]:
         pairs = load_pairs(spark, args, io)
-        src = read_side(spark, kafka_options(args, "source"), pairs, "source")
-        tgt = read_side(spark, kafka_options(args, "target"), pairs, "target")
+        p = pairs_frame(spark, pairs)
+        src = read_side(spark, kafka_options(args, "source"), pairs, p, "source")
+        tgt = read_side(spark, kafka_options(args, "target"), pairs, p, "target")
+        boundaries = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io) \
+            if args.boundaries else None
+        rows = stream(spark, pairs, p, src, tgt, boundaries)
+        result = judge(rows if args.checksums_only else walk(match(rows)), args)
+        tables = unpack(result, pc.rows_as_dicts(result.collect()), pairs)
+        if args.boundaries:
+            pc.check_rows(tables["boundaries"][0], ["group", *PAIR], ["group", *PAIR, "source_committed"],
+                          "boundaries")
+        else:
+            tables.pop("boundaries", None)
         out = args.output.rstrip("/")
-        outputs = {"pairs": f"{out}/pairs"}
-        results: dict[str, DataFrame] = {}
-        matches = None
-        try:
-            if not args.checksums_only:
-                matches = match_records(src, tgt).persist(StorageLevel.MEMORY_AND_DISK)
-                outputs["differences"] = f"{out}/differences"
-                differences = matches.filter((F.col("kind") != "MATCHED") | F.col("order_violation")).withColumn(
-                    "kind", F.when(F.col("order_violation"), F.lit("ORDER")).otherwise(F.col("kind")))
-                results["differences"] = io.store(differences, outputs["differences"])
-            results["pairs"] = io.store(pair_table(spark, pairs, src, tgt, matches), outputs["pairs"])
-            if args.boundaries:
-                outputs["boundaries"] = f"{out}/boundaries"
-                results["boundaries"] = io.store(boundary_table(spark, args, pairs, matches, io),
-                                                 outputs["boundaries"])
-            result = summarize(args, results)
-        finally:  # a Spark Connect session outlives the job: free what it cached
-            for cached in (src, tgt, matches):
-                if cached is not None:
-                    cached.unpersist()
-        result["inputs"] = {"source_bootstrap": args.source_bootstrap, "target_bootstrap": args.target_bootstrap,
-                            "ranges": args.ranges, "topics": args.topic, "boundaries": args.boundaries,
-                            "mode": "checksums" if args.checksums_only else "records"}
-        result["thresholds"] = {"max_reread": args.max_reread}
-        result["outputs"] = outputs
-        return result
+        outputs = {name: f"{out}/{name}" for name in tables}
+        for name, (table_rows, schema) in tables.items():
+            io.store_rows(spark, table_rows, schema, outputs[name])
+        result_summary = summarize(args, tables)
+        result_summary["inputs"] = {"source_bootstrap": args.source_bootstrap,
+                                    "target_bootstrap": args.target_bootstrap, "ranges": args.ranges,
+                                    "topics": args.topic, "boundaries": args.boundaries,
+                                    "mode": "checksums" if args.checksums_only else "records"}
+        result_summary["thresholds"] = {"max_reread": args.max_reread}
+        result_summary["outputs"] = outputs
+        return result_summary
     return run
 
 

@@ -336,13 +336,18 @@ def test_planned_drain_timeout_fails_clearly_with_an_active_group_on_a(fo, run_d
     assert admin_b.committed_offsets(groups) == {groups[0]: {}}
 
 
-def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_dag):
+def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_dag, spark_connect, monkeypatch):
     tag = f"sp{uuid.uuid4().hex[:5]}"
     topics, groups = _workload(fo, tag, ["end", "end-30", "11"], topics=1, partitions=2, records=100)
     _, admin_b, _, _ = _admins(fo)
     # A run whose write never happened (marked done without running): group parity finds every
-    # planned offset MISSING on B and fails the run, naming the groups and partitions.
+    # planned offset MISSING on B and fails the run, naming the groups and partitions. Its proofs run on
+    # the session's Spark Connect server; the clean run below proves by spark-submit.
+    host, port = spark_connect.url.removeprefix("sc://").rstrip("/").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT",
+                       json.dumps({"conn_type": "spark_connect", "host": host, "port": int(port)}))
     broken = run_dag("mm2_failover", _conf(tag, parity="spark"), mark_success="^(write_offsets|read_back_offsets)$")
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT")
     assert broken.state == "failed"
     assert broken.task_states()["group_parity"] == "failed"
     text = broken.failure()
@@ -350,7 +355,8 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     assert "MISSING" in text
     assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
     # A failed proof is a verdict, not a fault: it ran once, not again on the runbook's retry.
-    assert len([e for e in broken.events(kind="step") if e.action == "step.parity.group_parity"]) == 1
+    proofs = [e for e in broken.events(kind="step") if e.action == "step.parity.group_parity"]
+    assert len(proofs) == 1 and proofs[0].details["engine"] == "spark-connect (spark_connect_default)"
 
     # The same failover, cleared and run for real: both parity jobs pass.
     fixed = run_dag("mm2_failover", _conf(tag, parity="spark"), rerun_of=broken)
@@ -358,6 +364,7 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     verdicts = {e.action: e for e in fixed.events(kind="step") if e.action.startswith("step.parity.")
                 and e.result == "noop" and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}
+    assert {v.details["engine"] for v in verdicts.values()} == {"spark-submit (local[2])"}
     # Every position was proven exact, so the record proof read from the lowest one (group "11") to
     # the end on both sides, not the whole partition.
     snap = Path(verdicts["step.parity.record_parity"].details["output"]).parent / "snapshot" / "ranges.parquet"
@@ -436,6 +443,7 @@ def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo,
     # Warmed on the record proof's own path (both clusters' Kafka reads), not only a trivial query.
     warmed = run.xcom("warm_proof")
     assert warmed["warmed"] is True and warmed["on"].startswith("the record proof of "), warmed
+    assert warmed["on"].endswith(" and the group proof"), warmed
     verdicts = {e.action: e for e in run.events(kind="step") if e.action.startswith("step.parity.")
                 and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}

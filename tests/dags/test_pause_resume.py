@@ -116,7 +116,15 @@ def test_proofs_that_could_not_run_are_refused_before_anything_changes(run_dag, 
     run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "parity": "spark"})
     assert run.state == "failed" and run.task_states()["validate_params"] == "failed"
     assert 'on master "yarn"' in run.failure() and "spark_connect_default" in run.failure()
+    assert "MIRRORBOOK_PARITY_URI" in run.failure()  # both ways out: Spark Connect, or a URI both sides reach
     assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
+    # A parity URI this worker cannot write to: refused as well, naming it.
+    monkeypatch.setenv("MIRRORBOOK_PARITY_URI", "file:///proc/mirrorbook-parity")
+    run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "parity": "spark"})
+    assert run.state == "failed" and run.task_states()["validate_params"] == "failed"
+    assert 'MIRRORBOOK_PARITY_URI="file:///proc/mirrorbook-parity" is not writable from this worker' in run.failure()
+    assert run.mutating_calls() == 0 and states(connect_b_url, dag_scratch.flow) == before
+    monkeypatch.delenv("MIRRORBOOK_PARITY_URI")
     # A Spark Connect connection named for the run that does not exist: refused, never a silent spark-submit.
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
     run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "pause", "parity": "spark",
@@ -152,11 +160,13 @@ def test_stop_with_spark_parity_proves_no_group_moved(run_dag, dag_scratch, conn
                                                       bootstrap_a, admin_a):
     produce(bootstrap_a, [dag_scratch.topic], 10)
     park_groups(admin_a, [dag_scratch.topic], [GroupSpec(name=f"{dag_scratch.alias}-parked", position="end-3")])
-    # Out of the box: Airflow started from the venv without activating it (spark-submit is not on PATH)
-    # and no spark_default connection — the job must still run, on local[*], not on the provider's YARN.
+    # Out of the box: Airflow started from the venv without activating it (spark-submit is not on PATH),
+    # no spark_connect_default (the proofs fall back to spark-submit) and no spark_default connection —
+    # the job must still run, on local[*], not on the provider's YARN.
     venv_bin = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin))
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT")
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", raising=False)
     path = os.environ["PATH"]
     run = run_dag("mm2_pause_resume", {"flow": dag_scratch.flow.name, "action": "stop", "parity": "spark"})
     assert run.state == "success", run.failure() or run.task_states()
@@ -165,6 +175,7 @@ def test_stop_with_spark_parity_proves_no_group_moved(run_dag, dag_scratch, conn
     verdict = [e for e in run.events(kind="step") if e.action == "step.parity.group_parity"]
     assert len(verdict) == 1 and verdict[0].result == "noop"  # a check: nothing changed, nothing failed
     assert verdict[0].details.get("status") == "passed", verdict[0].details
+    assert verdict[0].details["engine"] == "spark-submit (local[*])"
     assert verdict[0].details["counts"].get("OK", 0) > 0
     summary = json.loads((Path(verdict[0].details["output"]).parent / "summary.json").read_text())
     assert summary["master"] == "local[*]"

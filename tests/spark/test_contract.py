@@ -120,3 +120,48 @@ def test_quick_start_jvm_only_for_small_local_inputs(tmp_path: Path, monkeypatch
     monkeypatch.setattr(submit, "QUICK_START_MAX_ROWS", 0)
     big = submit.group_parity_job(snap, tmp_path / "out")
     assert submit.QUICK_START_JVM not in big.driver_java_options
+
+
+@pytest.mark.parametrize("master", ["local-cluster[1,1,1024]", "yarn", "k8s://https://kubernetes.default.svc"])
+def test_local_only_settings_only_for_local_masters(tmp_path: Path, master: str):
+    """LOCAL_CONF, the quick-start JVM flags and this worker's log4j2 file are for a driver in this JVM only."""
+    snap = collector.write_group_snapshot(tmp_path, [collector.ExpectedOffset(
+        cluster="B", group="g", topic="t", partition=0, expected_offset=1)], {"B": {}})
+    spec = submit.group_parity_job(snap, tmp_path / "out", master=master)
+    assert not submit.is_local(master) and spec.driver_java_options is None
+    assert not set(submit.LOCAL_CONF) & set(spec.conf)
+    assert submit.is_local("local[2]") and submit.is_local("local") and submit.is_local("local[*]")
+
+
+def test_staging_sends_snapshots_to_the_uri_and_secrets_with_the_job(tmp_path: Path):
+    """stage() copies the snapshots to <uri>/<key>/snapshot/ and points the job there; the Kafka options
+    (a 0600 file holding secrets) are shipped with the job (spark-submit --files), never to the URI."""
+    from mirrorbook.parity import staging
+
+    snap = collector.write_record_snapshot(tmp_path / "snap", [collector.RecordRange(
+        source_topic="t", source_partition=0, target_topic="A.t", target_partition=0)])
+    spec = submit.record_parity_job("a:9092", "b:9092", tmp_path / "out", snapshot=snap, jars=[],
+                                    source_options={"sasl.jaas.config": "secret-value"}, master="yarn")
+    uri = f"file://{tmp_path / 'shared'}"
+    staged = staging.stage(spec, uri, "dag/run/task")
+    args = staged.job.application_args
+    assert args[args.index("--ranges") + 1] == f"{uri}/dag/run/task/snapshot/ranges.parquet"
+    assert args[args.index("--output") + 1] == f"{uri}/dag/run/task/result"
+    assert args[args.index("--summary") + 1] == f"{uri}/dag/run/task/summary.json"
+    assert args[args.index("--kafka-options-file") + 1] == "kafka-options.json"
+    assert staged.job.files == [str(tmp_path / "out" / "kafka-options.json")]
+    assert "--files" in staged.job.command() and staged.job.operator_kwargs()["files"] == staged.job.files[0]
+    shared = sorted(p.relative_to(tmp_path / "shared").as_posix() for p in (tmp_path / "shared").rglob("*") if p.is_file())
+    assert shared == ["dag/run/task/snapshot/ranges.parquet"]
+    assert "secret-value" not in " ".join(staged.job.command())
+    with pytest.raises(submit.SparkJobError, match=r"left no summary at file://.*/dag/run/task/summary.json"):
+        staging.fetch(staged, "spark-submit exited 2")
+
+
+@pytest.mark.parametrize("uri, needle", [("nowhere/at/all", "is not a URI"),
+                                         ("file:///proc/mirrorbook-parity", "is not writable from this worker")])
+def test_a_parity_uri_this_worker_cannot_use_is_refused(uri: str, needle: str):
+    from mirrorbook.parity import staging
+
+    with pytest.raises(staging.StagingError, match=needle):
+        staging.check(uri)

@@ -1,12 +1,15 @@
-"""record_parity.py under real spark-submit (local[2]) reading the devstack's topics through Spark's Kafka
-source: the spark-sql-kafka 4.2.0 jar set resolved by artifacts.spark_kafka_libs, on pyspark 4.3.0.
+"""record_parity.py reading the devstack's topics through Spark's Kafka source (the spark-sql-kafka 4.2.0 jar
+set resolved by artifacts.spark_kafka_libs, on pyspark 4.3.0), on the session's Spark Connect server and by a
+real spark-submit (local[2]) through a parity URI.
 
-Three submissions: records + boundaries on the clean mirror (pass); records + boundaries with
-tampered partitions on B (fail, named); checksums only over whole topics (fail on the tampered pairs).
+Records + boundaries on the clean mirror (pass); records + boundaries with tampered partitions on B (fail,
+named), over Connect and by spark-submit through MIRRORBOOK_PARITY_URI; checksums only over whole topics
+(fail on the tampered pairs).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -92,40 +95,123 @@ def test_clean_mirror_and_group_boundaries_pass(run_job, scene: Scene, admin_a, 
         assert not mm2["failed"]
 
 
-def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Scene, tampered: Tampered, admin_a, admin_b,
-                                                       bootstrap_a, bootstrap_b, tmp_path: Path):
-    t = tampered
+CUT = 3  # the scene's partition 2 is compared without its last records on the target: they are MISSING
+
+
+def _tampered_job(scene: Scene, t: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
+                  **kwargs) -> submit.SparkSubmitSpec:
+    """The scene's skipping group, a foreign record's group, a group on the out-of-order partition and one
+    with nothing committed on the target; the scene's partition 2 compared without its last CUT records."""
     foreign = collector.GroupBoundary(group="g-foreign", source_topic=t.topic, source_partition=0,
                                       source_committed=BASE, target_topic=t.remote, target_partition=0,
                                       target_offset=BASE)  # A is at its end; on B the foreign record is next
+    disordered = foreign.model_copy(update={"group": "g-order", "source_partition": 1, "target_partition": 1,
+                                            "target_offset": BASE + 1})
+    gone = foreign.model_copy(update={"group": "g-gone", "target_offset": None})
+    scene_ranges = [r.model_copy(update={"target_end": r.target_end - CUT}) if r.source_partition == 2 else r
+                    for r in _ranges(admin_a, admin_b, scene.topic, scene.remote)]
     snap = collector.write_record_snapshot(
-        tmp_path / "snap",
-        _ranges(admin_a, admin_b, scene.topic, scene.remote) + _ranges(admin_a, admin_b, t.topic, t.remote),
-        scene.boundaries("g-skip") + [foreign])
-    summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER))
+        tmp_path / "snap", scene_ranges + _ranges(admin_a, admin_b, t.topic, t.remote),
+        scene.boundaries("g-skip") + [foreign, disordered, gone])
+    return submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER, **kwargs)
 
-    assert summary.exit_code == 1 and summary.status == "failed", summary.failure_message()
-    diffs = sorted((d["target_partition"], d["kind"], d["source_offset"], d["target_offset"])
+
+def _tampered_verdict(summary: submit.ParitySummary, log: str | None, scene: Scene, t: Tampered) -> None:
+    """EXTRA (a foreign record), EXTRA and ORDER (a record copied twice, first out of order), MISSING
+    records, SKIP n found from the records, MISMATCH (a group that would resume on the foreign record),
+    MISSING (a group with nothing committed on the target), UNPROVABLE (a group on the out-of-order
+    partition: no count of re-reads and skips is proven there), each named."""
+    assert summary.status == "failed", summary.failure_message()
+    diffs = sorted((d["target_topic"], d["target_partition"], d["kind"], d["source_offset"], d["target_offset"])
                    for d in pq.read_table(summary.outputs["differences"]).to_pylist())
-    assert diffs == [(0, "EXTRA", None, BASE), (1, "EXTRA", None, 13), (1, "ORDER", 12, BASE)]
+    cut = [(scene.remote, 2, "MISSING", RECORDS - CUT + i, None) for i in range(CUT)]
+    assert diffs == sorted([(t.remote, 0, "EXTRA", None, BASE), (t.remote, 1, "EXTRA", None, 13),
+                            (t.remote, 1, "ORDER", 12, BASE), *cut])
     pairs = {(p["source_topic"], p["source_partition"]): p for p in pq.read_table(summary.outputs["pairs"]).to_pylist()}
     assert not pairs[(t.topic, 0)]["checksum_equal"] and pairs[(t.topic, 1)]["order_violations"] == 1
-    assert not any(pairs[(scene.topic, p)]["failed"] for p in range(PARTITIONS))
+    assert [pairs[(scene.topic, p)]["missing"] for p in range(PARTITIONS)] == [0, 0, CUT]
+    bounds = {b["group"]: b for b in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
+    assert (bounds["g-order"]["status"], bounds["g-order"]["ordered"], bounds["g-order"]["failed"]) == \
+        ("UNPROVABLE", False, False)
+    assert (bounds["g-gone"]["status"], bounds["g-gone"]["failed"]) == ("MISSING", True)
+    assert summary.totals["boundary_unprovable"] == 1 and summary.totals["missing"] == CUT
 
-    message = summary.failure_message()
+    message = summary.failure_message(limit=100)
     assert f"pair {t.topic}-0 -> {t.remote}-0: counts/checksums differ" in message and "1 extra on the target" in message
     assert (f"record {t.topic}-1 -> {t.remote}-1: ORDER: source offset 12 is at target offset {BASE}, "
             f"before its predecessor's 12") in message
     assert f"record {t.topic}-0 -> {t.remote}-0: EXTRA on the target: target offset {BASE}" in message
+    assert f"record {scene.topic}-2 -> {scene.remote}-2: MISSING on the target: source offset {RECORDS - 1}" in message
     for p in range(PARTITIONS):
         pos = scene.positions[("g-skip", p)]
         assert (f"group {scene.groups['g-skip']} {scene.topic}-{p} -> {scene.remote}-{p}: SKIP {SKIP_BY} "
                 f"(source committed {pos.committed}, target committed {pos.true + SKIP_BY}, "
                 f"true target offset {pos.true})") in message  # the truth, found from the records
     assert f"group g-foreign {t.topic}-0 -> {t.remote}-0: MISMATCH" in message
-    # spark-submit's own log; over Spark Connect the job's lines go to this process's stderr
-    log = Path(summary.log).read_text() if summary.log else capfd.readouterr().err
-    assert "PARITY-FAIL record_parity group g-foreign" in log
+    assert f"group g-gone {t.topic}-0 -> {t.remote}-0: MISSING: nothing is committed on the target" in message
+    if log is not None:  # the job's stderr names it too
+        assert "PARITY-FAIL record_parity group g-foreign" in log
+
+
+@CONNECT_ONLY
+def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Scene, tampered: Tampered, admin_a,
+                                                       admin_b, bootstrap_a, bootstrap_b, tmp_path: Path):
+    summary = run_job(_tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path))
+    assert summary.exit_code == 1
+    # over Spark Connect the job's lines go to this process's stderr
+    _tampered_verdict(summary, capfd.readouterr().err, scene, tampered)
+
+
+def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_worker(
+        scene: Scene, tampered: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path, monkeypatch):
+    """The tampered mirror's verdict by spark-submit with MIRRORBOOK_PARITY_URI, through the proof operator's
+    own path (ParitySparkSubmitOperator.run_job: the Spark provider's SparkSubmitHook, the spark_default
+    connection).
+
+    What is real: the staging of the snapshots to a file:// URI; a real spark-submit whose driver reads
+    them, and writes its Parquet results and its JSON summary, through Hadoop's FileSystem at that URI;
+    the Kafka client options (a private file) shipped with the job by spark-submit --files, never to the
+    URI, and found by the driver where Spark put them; the operator reading the summary and the results
+    back through the URI (pyarrow.fs). The local snapshot files are deleted once staged, before
+    spark-submit starts, and the job is given no path of this worker. What is not: a cluster. The master is local[2] (spark_default of the test
+    session) — the driver shares this machine — and the "shared mount" is a local directory. With the URI
+    set the proofs stage through it whatever the master, which is what lets a local master take this
+    path; a non-local master without it is refused (test_pause_resume) and gets no local-only settings
+    (test_contract)."""
+    from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator
+    from mirrorbook.parity import staging
+    from mirrorbook.runbooks.params import FailoverParams
+
+    shared = tmp_path / "shared-mount"
+    uri = f"file://{shared}"
+    job = _tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path / "worker",
+                        source_options={"security.protocol": "PLAINTEXT"})
+    options = Path(job.application_args[job.application_args.index("--kafka-options-file") + 1])
+    real_stage = staging.stage
+
+    def stage_then_forget(spec, uri, key):  # what the cluster's driver could not open anyway
+        staged = real_stage(spec, uri, key)
+        for p in (tmp_path / "worker" / "snap").iterdir():
+            p.unlink()
+        # the options go with the job (spark-submit --files reads them here), named only by their file name
+        assert staged.job.files == [str(options)] and "kafka-options.json" in staged.job.application_args
+        return staged
+    monkeypatch.setattr(staging, "stage", stage_then_forget)
+
+    op = ParitySparkSubmitOperator(task_id="record_parity", check="move", app="record_parity",
+                                   params_model=FailoverParams)
+    summary = op.run_job(job, None, uri, "mm2_failover/run-1/record_parity")
+
+    base = f"{uri}/mm2_failover/run-1/record_parity"
+    inputs = summary.model_extra["inputs"]
+    assert inputs["ranges"] == f"{base}/snapshot/ranges.parquet"  # what the job was given: URIs only
+    assert inputs["boundaries"] == f"{base}/snapshot/boundaries.parquet"
+    assert (shared / "mm2_failover/run-1/record_parity/summary.json/_SUCCESS").is_file()  # the driver's write
+    assert not list((tmp_path / "worker" / "snap").iterdir())
+    assert summary.model_extra["staged_at"] == base and summary.model_extra["master"] == MASTER
+    assert Path(summary.outputs["boundaries"]).is_relative_to(tmp_path / "worker")  # fetched back here
+    assert json.loads(job.summary_path.read_text())["staged_at"] == base
+    _tampered_verdict(summary, None, scene, tampered)
 
 
 @CONNECT_ONLY

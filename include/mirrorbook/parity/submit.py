@@ -24,6 +24,14 @@ from mirrorbook.errors import MirrorbookError, Verdict
 from mirrorbook.parity.collector import GroupSnapshot, RecordSnapshot
 
 DEFAULT_MASTER = "local[*]"
+
+
+def is_local(master: str) -> bool:
+    """A master whose driver and executors are this machine's one JVM: `local`, `local[N]`, `local[*]`.
+    `local-cluster[...]` starts executors of its own, as a cluster does: not local."""
+    return master == "local" or master.startswith("local[")
+
+
 # Local runs: no UI server, no progress bars on stderr, few shuffle partitions (AQE coalesces the rest).
 LOCAL_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
               "spark.sql.shuffle.partitions": "8"}
@@ -68,6 +76,7 @@ class SparkSubmitSpec(BaseModel):
     master: str = DEFAULT_MASTER
     jars: list[str] = Field(default_factory=list)
     py_files: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)  # spark-submit --files: shipped beside the driver
     conf: dict[str, str] = Field(default_factory=dict)
     driver_memory: str | None = None
     driver_java_options: str | None = None
@@ -93,13 +102,15 @@ class SparkSubmitSpec(BaseModel):
             cmd += ["--jars", ",".join(self.jars)]
         if self.py_files:
             cmd += ["--py-files", ",".join(self.py_files)]
+        if self.files:
+            cmd += ["--files", ",".join(self.files)]
         return cmd + [self.application, *self.application_args]
 
     def operator_kwargs(self) -> dict[str, Any]:
         """Arguments for airflow's SparkSubmitOperator (the master comes from its Spark connection)."""
         return {"application": self.application, "application_args": self.application_args, "name": self.name,
                 "conf": self.conf, "jars": ",".join(self.jars) or None, "py_files": ",".join(self.py_files) or None,
-                "driver_memory": self.driver_memory}
+                "files": ",".join(self.files) or None, "driver_memory": self.driver_memory}
 
 
 def _spec(app: str, args: list[str], out_dir: Path, *, master: str, jars: list[str] | None = None,
@@ -108,7 +119,7 @@ def _spec(app: str, args: list[str], out_dir: Path, *, master: str, jars: list[s
     apps = apps_dir()
     out_dir = Path(out_dir)
     summary = out_dir / "summary.json"
-    local = master.startswith("local")
+    local = is_local(master)  # the quick-start JVM, LOCAL_CONF and a path of this worker: only for this JVM
     if jvm_options is None:
         small = input_rows is not None and input_rows <= QUICK_START_MAX_ROWS
         jvm_options = QUICK_START_JVM if local and small else ""
@@ -300,11 +311,10 @@ def local_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run(spec: SparkSubmitSpec, *, timeout_s: float | None = 1800, spark_submit: str | None = None,
-        env: Mapping[str, str] | None = None) -> ParitySummary:
-    """Run the job locally; return its summary (passed or failed). Raise SparkJobError if it gave none."""
+def execute(spec: SparkSubmitSpec, *, timeout_s: float | None = 1800, spark_submit: str | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, Path]:
+    """Run the spark-submit of `spec` on this machine: (its exit code, its log)."""
     spec.output_dir.mkdir(parents=True, exist_ok=True)
-    spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict
     log = spec.output_dir / "spark-submit.log"
     cmd = spec.command(spark_submit or spark_submit_path())
     with open(log, "w") as fh:
@@ -314,10 +324,18 @@ def run(spec: SparkSubmitSpec, *, timeout_s: float | None = 1800, spark_submit: 
             raise SparkJobError(f"{spec.name} did not finish within {timeout_s:.0f}s", f"read {log}") from exc
         finally:
             spec.forget_secrets()
+    return proc.returncode, log
+
+
+def run(spec: SparkSubmitSpec, *, timeout_s: float | None = 1800, spark_submit: str | None = None,
+        env: Mapping[str, str] | None = None) -> ParitySummary:
+    """Run the job locally; return its summary (passed or failed). Raise SparkJobError if it gave none."""
+    spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict
+    code, log = execute(spec, timeout_s=timeout_s, spark_submit=spark_submit, env=env)
     if not spec.summary_path.is_file():
-        raise SparkJobError(f"{spec.name} exited {proc.returncode} without a summary:\n{_tail(log)}", f"read {log}")
+        raise SparkJobError(f"{spec.name} exited {code} without a summary:\n{_tail(log)}", f"read {log}")
     summary = ParitySummary.model_validate_json(spec.summary_path.read_text())
-    return summary.model_copy(update={"exit_code": proc.returncode, "log": str(log)})
+    return summary.model_copy(update={"exit_code": code, "log": str(log)})
 
 
 def _tail(path: Path, lines: int = 15) -> str:

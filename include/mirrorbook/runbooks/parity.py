@@ -31,8 +31,13 @@ BEFORE_KEY = "parity.groups_before"
 CONNECTOR_KEY = "parity.connector_offsets"
 
 
+def workdir_key(rb: Runbook, task_id: str) -> str:
+    """A task's place among the proofs' files: <dag>/<run>/<task> (under the artifacts dir, or a parity URI)."""
+    return f"{rb.info.dag_id or 'run'}/{safe_name(rb.info.run_id)}/{task_id}"
+
+
 def workdir(rb: Runbook, task_id: str) -> Path:
-    return artifacts_dir() / "parity" / (rb.info.dag_id or "run") / safe_name(rb.info.run_id) / task_id
+    return artifacts_dir() / "parity" / workdir_key(rb, task_id)
 
 
 def _key(offsets: dict[str, dict[TP, int]]) -> dict[str, dict[str, int]]:
@@ -149,6 +154,16 @@ def warm_ranges(clients: Clients, via: FlowSpec) -> list[RecordRange]:
                                 source_start=max(0, s_end - WARM_RECORDS), source_end=s_end,
                                 target_start=max(0, t_end - WARM_RECORDS), target_end=t_end)]
     return []
+
+
+def warm_group_snapshot(out_dir: Path, via: FlowSpec) -> GroupSnapshot:
+    """A one-row group snapshot shaped as a move's (expected, committed and watermarks on the target): what
+    warm_proof runs the group proof on, so its plan is compiled before the proof that counts."""
+    tp = TP("mirrorbook-warm-up", 0)
+    expected = [ExpectedOffset(cluster=via.target, group="mirrorbook-warm-up", topic=tp.topic, partition=0,
+                               expected_offset=0)]
+    return write_group_snapshot(out_dir, expected, {via.target: {"mirrorbook-warm-up": {tp: 0}}},
+                                {via.target: {tp: (0, 0)}})
 
 
 def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],

@@ -26,7 +26,7 @@ from mirrorbook.errors import Refused
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
-from mirrorbook.parity import connect, submit
+from mirrorbook.parity import connect, staging, submit
 from mirrorbook.runbooks import parity
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import load_plan, move_for
@@ -80,18 +80,23 @@ class WarmProofOperator(MirrorbookBaseOperator):
         return {"warmed": True, "seconds": round(seconds, 3), "on": what}
 
     def _warm(self, params: Any, url: str) -> tuple[float, str]:
-        """A planned move's proof reads both clusters: warm that very path on a few records (the verdict is
-        thrown away); otherwise, or with nothing replicated yet, a trivial query."""
+        """A planned move's proofs: warm their very paths — the record proof reading both clusters on a few
+        records, the group proof on a one-row snapshot (verdicts thrown away); the server plans and
+        compiles what the proofs that count will ask. Otherwise, or with nothing replicated yet, a trivial
+        query."""
         started = time.monotonic()
         if getattr(params, "mode", "planned") == "planned":
             via = move_for(params, self.hook.topology).via
             ranges = parity.warm_ranges(self.hook.clients, via)
             if ranges:
                 with tempfile.TemporaryDirectory(prefix="mirrorbook-warm-") as tmp:
-                    connect.run(record_job(self.hook.clients, via, Path(tmp), ranges), url)
+                    connect.run(record_job(self.hook.clients, via, Path(tmp) / "record", ranges), url)
+                    connect.run(group_parity_job(parity.warm_group_snapshot(Path(tmp) / "group", via),
+                                                 Path(tmp) / "group", as_written=True), url)
                 r = ranges[0]
                 return (time.monotonic() - started,
-                        f"the record proof of {r.source_topic}-{r.source_partition} -> {r.target_topic}-{r.target_partition}")
+                        f"the record proof of {r.source_topic}-{r.source_partition} -> {r.target_topic}-{r.target_partition}"
+                        " and the group proof")
         return connect.warm(url), "a trivial query"
 
 
@@ -105,7 +110,12 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
     Spark provider's `SparkSubmitHook`, configured through its public arguments only; what the
     spark-submit process needs from this venv reaches it through `env_vars` (that subprocess's
     environment), never through this worker's `os.environ`. Without the connection the job runs on this
-    worker with the venv's spark-submit and master local[*] (`mirrorbook.parity.submit.run`)."""
+    worker with the venv's spark-submit and master local[*] (`mirrorbook.parity.submit.execute`).
+    The job is built for its master: local-only settings (LOCAL_CONF, the quick-start JVM flags, the
+    log4j2 file of this worker) only for a local one. With `MIRRORBOOK_PARITY_URI` set, a spark-submit's
+    snapshots, results and summary go through that URI (`mirrorbook.parity.staging`), so a cluster's
+    driver reads and writes nothing of this worker's disk; a non-local master without it is refused at
+    validate_params (`check_proof_engine`)."""
 
     deadline_s = 3600.0
 
@@ -127,15 +137,19 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
                 step.note(skipped=reason)
             self.log.info("parity not run: %s", reason)
             return {"skipped": reason}
-        spec = guarded(lambda: self._spec(rb, self.hook, flow, params))
+        connect_conn_id = spark_connect_choice(params, self.hook.topology)[0]
+        url = spark_connect_url(connect_conn_id)
+        # The job is built for the master it will run on: local-only settings for a local one only.
+        master = submit.DEFAULT_MASTER if url is not None else spark_submit_master(self.conn_id)
+        spec = guarded(lambda: self._spec(rb, self.hook, flow, params, master))
         if spec is None:
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
-        connect_conn_id = spark_connect_choice(params, self.hook.topology)[0]
-        url = spark_connect_url(connect_conn_id)
-        engine = f"spark-connect ({connect_conn_id})" if url is not None else f"spark-submit ({spark_submit_master()})"
-        summary = guarded(lambda: self._submit(spec, url))
+        uri = staging.parity_uri() if url is None else None
+        engine = (f"spark-connect ({connect_conn_id})" if url is not None
+                  else f"spark-submit ({master}{', through ' + uri if uri else ''})")
+        summary = guarded(lambda: self.run_job(spec, url, uri, parity.workdir_key(rb, self.task_id)))
         guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check, engine))
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
@@ -144,50 +158,63 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
         if self._submitting is not None:
             self._submitting.on_kill()
 
-    def _submit(self, spec: SparkSubmitSpec, url: str | None) -> ParitySummary:
+    def run_job(self, spec: SparkSubmitSpec, url: str | None, uri: str | None, key: str) -> ParitySummary:
         """The app's summary, however it ended; SparkJobError when it left none (or contradicts its exit).
-        `url`: the Spark Connect server to run on, None for spark-submit. The job's secret files (its Kafka
-        options) are gone when it returns."""
+        `url`: the Spark Connect server to run on, None for spark-submit; `uri`: MIRRORBOOK_PARITY_URI, through
+        which a spark-submit's files go (`mirrorbook.parity.staging`; `key` names this task's place there). The
+        job's secret files (its Kafka options) are gone when it returns."""
         try:
-            return self._run_job(spec, url)
+            return self._run_job(spec, url, uri, key)
         finally:
             spec.forget_secrets()
 
-    def _run_job(self, spec: SparkSubmitSpec, url: str | None) -> ParitySummary:
+    def _run_job(self, spec: SparkSubmitSpec, url: str | None, uri: str | None, key: str) -> ParitySummary:
         if url is not None:
             self.log.info("running %s on the Spark Connect server %s", spec.name, url.split(";")[0])
             return connect.run(spec, url)
-        try:
-            BaseHook.get_connection(self.conn_id)
-        except AirflowNotFoundException:
-            self.log.warning("no %r connection: running %s with master local[*] on this worker "
-                             "(create the connection to submit to a cluster)", self.conn_id, spec.name)
-            return submit.run(spec, timeout_s=None)
+        staged = staging.stage(spec, uri, key) if uri else None
+        if staged is not None:
+            self.log.info("%s staged through %s", spec.name, staged.base)
         spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict
-        kw = spec.operator_kwargs()
-        conf = dict(kw["conf"] or {})
-        if spec.driver_java_options:
-            conf["spark.driver.extraJavaOptions"] = spec.driver_java_options
-        env = submit.local_env()
-        self._submitting = SparkSubmitHook(
-            conn_id=self.conn_id, conf=conf, jars=kw["jars"], py_files=kw["py_files"], name=kw["name"],
-            application_args=kw["application_args"], driver_memory=kw["driver_memory"],
-            env_vars={k: env[k] for k in SUBMIT_ENV if k in env})
-        ended: AirflowException | None = None
-        try:
-            self._submitting.submit(kw["application"])
-        except AirflowException as exc:  # the apps exit non-zero on a failed parity; their summary says why
-            ended = exc
-        finally:
-            self._submitting = None
-        if not spec.summary_path.is_file():
+        ended = self._spark_submit(staged.job if staged else spec)
+        if staged is not None:
+            summary = staging.fetch(staged, ended)
+        elif spec.summary_path.is_file():
+            summary = ParitySummary.model_validate_json(spec.summary_path.read_text())
+        else:
             raise submit.SparkJobError(f"{spec.name} produced no summary: {ended or 'spark-submit exited 0'}",
                                        "see the spark-submit output above")
-        summary = ParitySummary.model_validate_json(spec.summary_path.read_text())
         if ended is not None and summary.passed:
             raise submit.SparkJobError(f"{spec.name} wrote a passing summary but spark-submit failed: {ended}",
                                        "see the spark-submit output above")
         return summary
+
+    def _spark_submit(self, job: SparkSubmitSpec) -> str | None:
+        """Run the spark-submit; how it failed (the apps exit non-zero on a failed parity, and their summary
+        says why), or None when it exited 0."""
+        try:
+            BaseHook.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            self.log.warning("no %r connection: running %s with master local[*] on this worker "
+                             "(create the connection to submit to a cluster)", self.conn_id, job.name)
+            code, log = submit.execute(job, timeout_s=None)
+            return f"spark-submit exited {code} (log {log})" if code else None
+        kw = job.operator_kwargs()
+        conf = dict(kw["conf"] or {})
+        if job.driver_java_options:
+            conf["spark.driver.extraJavaOptions"] = job.driver_java_options
+        env = submit.local_env()
+        self._submitting = SparkSubmitHook(
+            conn_id=self.conn_id, conf=conf, jars=kw["jars"], py_files=kw["py_files"], files=kw["files"],
+            name=kw["name"], application_args=kw["application_args"], driver_memory=kw["driver_memory"],
+            env_vars={k: env[k] for k in SUBMIT_ENV if k in env})
+        try:
+            self._submitting.submit(kw["application"])
+        except AirflowException as exc:  # kept, and raised with the summary's word on it (see run_job)
+            return str(exc)
+        finally:
+            self._submitting = None
+        return None
 
     def _skip_reason(self, rb: Runbook, params: Any) -> str | None:
         if params.parity == "off":
@@ -200,7 +227,8 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
             return "unplanned: the source cluster cannot be read"
         return None
 
-    def _spec(self, rb: Runbook, hook: MirrorbookHook, flow: FlowSpec, params: Any) -> SparkSubmitSpec | None:
+    def _spec(self, rb: Runbook, hook: MirrorbookHook, flow: FlowSpec, params: Any,
+              master: str) -> SparkSubmitSpec | None:
         out = parity.workdir(rb, self.task_id)
         clients = hook.clients
         if self.check in ("unchanged", "offsets"):
@@ -211,24 +239,26 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
                 expected += rows
             if not expected:
                 return None
-            return group_parity_job(parity.group_snapshot(clients, out / "snapshot", expected, extra), out)
+            return group_parity_job(parity.group_snapshot(clients, out / "snapshot", expected, extra), out,
+                                    master=master)
         plan = load_plan(rb)
         via = move_for(params, hook.topology).via
         if self.app == "group_parity":
             # What the plan wrote is no proof of where a group should be: this job only checks that it is
             # still committed as written; the record proof establishes the truth from both clusters.
             return group_parity_job(parity.group_snapshot(clients, out / "snapshot",
-                                                          parity.move_expectation(plan, via)), out, as_written=True)
+                                                          parity.move_expectation(plan, via)), out, as_written=True,
+                                    master=master)
         ranges, boundaries = parity.move_records(clients, plan, via)
-        return record_job(clients, via, out, ranges, boundaries)
+        return record_job(clients, via, out, ranges, boundaries, master=master)
 
 
-def record_job(clients: Any, via: FlowSpec, out: Path, ranges: list[Any], boundaries: tuple | list = ()
-               ) -> SparkSubmitSpec:
+def record_job(clients: Any, via: FlowSpec, out: Path, ranges: list[Any], boundaries: tuple | list = (),
+               master: str = submit.DEFAULT_MASTER) -> SparkSubmitSpec:
     """The record proof of `ranges` on `via`'s two clusters (client secrets in the spec's 0600 options file)."""
     snap = write_record_snapshot(out / "snapshot", ranges, boundaries)
     src, dst = clients.kafka_config(via.source), clients.kafka_config(via.target)
-    return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap,
+    return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap, master=master,
                              source_options=java_client_options(src), target_options=java_client_options(dst))
 
 
@@ -252,10 +282,10 @@ def spark_connect_url(conn_id: str = SPARK_CONNECT_CONN_ID) -> str | None:
     return SparkConnectHook(conn_id).get_connection_url()
 
 
-def spark_submit_master() -> str:
+def spark_submit_master(conn_id: str = SPARK_CONN_ID) -> str:
     """The master spark-submit would use: the Spark connection's, as the provider reads it, else ours."""
     try:
-        conn = BaseHook.get_connection(SPARK_CONN_ID)
+        conn = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         return submit.DEFAULT_MASTER  # the operator runs locally without the connection
     if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
@@ -267,8 +297,9 @@ def spark_submit_master() -> str:
 
 def check_proof_engine(params: Any, topology: Topology) -> None:
     """Refuse, before anything changes, a run whose proofs could not run: a Spark Connect connection named
-    for it that does not exist, or spark-submit to a non-local master, which gets snapshot paths of this
-    worker it cannot read (and writes its verdict where this worker cannot read it back)."""
+    for it that does not exist; spark-submit to a non-local master without MIRRORBOOK_PARITY_URI (its driver
+    would get snapshot paths of this worker it cannot read, and write its verdict where this worker cannot
+    read it back); a parity URI this worker cannot write to."""
     if getattr(params, "parity", "off") == "off" or getattr(params, "dry_run", False):
         return
     conn_id, named_by = spark_connect_choice(params, topology)
@@ -279,9 +310,16 @@ def check_proof_engine(params: Any, topology: Topology) -> None:
                       "exist", "create it (connection type spark_connect, host sc://HOST:PORT), name another, "
                       "or run with parity=off")
     master = spark_submit_master()
-    if not master.startswith("local"):
-        raise Refused(f"parity=spark would run the proofs by spark-submit on master {shown(master)}, which cannot "
-                      "read this worker's snapshot files nor return its verdict to them",
+    uri = staging.parity_uri()
+    if uri is not None:  # the proofs' files go through it, whatever the master
+        try:
+            staging.check(uri)
+        except staging.StagingError as exc:
+            raise Refused(f"parity=spark by spark-submit on master {shown(master)}: {exc.message}", exc.hint) from exc
+        return
+    if not submit.is_local(master):
+        raise Refused(f"parity=spark would run the proofs by spark-submit on master {shown(master)}, whose driver "
+                      "cannot read this worker's snapshot files nor return its verdict to them",
                       f"configure a Spark Connect connection ({SPARK_CONNECT_CONN_ID!r}, type spark_connect) — the "
-                      "proofs then need no shared disk — or point the Spark connection at a local master, "
-                      "or run with parity=off")
+                      f"proofs then need no shared disk — or set {staging.ENV} to a location this worker and the "
+                      "cluster both reach (s3a://…, hdfs://…, file:/// on a shared mount), or run with parity=off")

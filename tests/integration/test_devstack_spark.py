@@ -24,6 +24,7 @@ from mirrorbook.devstack.spark import SparkConnectState
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.tools import find_java
 from mirrorbook.devstack.workload import load
+from mirrorbook.parity import connect
 from tests.conftest import SparkConnectServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -52,9 +53,12 @@ def session_url(devstack: DevStack, spark_connect: SparkConnectServer, monkeypat
 
 @pytest.fixture
 def spark_session(session_url: str) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(session_url).getOrCreate()
-    yield session
-    session.stop()
+    # client_mode: pyspark's process-wide Connect mark must not outlive the test (a later spark-submit
+    # started by this process would inherit it and its driver would look for a server).
+    with connect.client_mode():
+        session = SparkSession.builder.remote(session_url).getOrCreate()
+        yield session
+        session.stop()
 
 
 def test_up_spark_on_a_running_stack_starts_only_the_server(devstack, spark_connect):

@@ -76,6 +76,9 @@ class PreviewAudit:
     def append(self, event: AuditEvent) -> None:
         self.kept.append(event)
 
+    def append_all(self, events: Iterable[AuditEvent]) -> None:
+        self.kept.extend(events)
+
     def progress_get(self, run_id: str, key: str, default: Any = None) -> Any:
         return self._progress[key] if key in self._progress else self._audit.progress_get(run_id, key, default)
 

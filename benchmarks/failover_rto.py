@@ -188,7 +188,8 @@ def _secure_compare(args: argparse.Namespace) -> int:
                 dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
             os.environ["MIRRORBOOK_TOPOLOGY"] = str(topo_path)
             conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": args.translation,
-                    "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False, "parity": args.parity}
+                    "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False, "parity": args.parity,
+                    "approval": "skip"}
             warm = dag.test(run_conf={**conf, "dry_run": True})
             print(f"warm-up dry run: {warm.state}")
             rtos[kind] = _measure(dag, conf, results=False)

@@ -46,6 +46,17 @@ GATES = ("wait_groups_inactive", "wait_replication_drained")
 PROOFS = ("group_parity", "record_parity")
 
 
+def failover_dag():
+    """mm2_failover as dag.test() can run it. dag.test() never evaluates RTO deadlines (the scheduler does), and
+    Airflow 3.3.2's looks them up by an id it never wrote when the run succeeds: run without them, as
+    tests/dags/conftest.py does."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
+    dag.deadline = None
+    return dag
+
+
 def _airflow_env(home: Path, topology: Path) -> None:
     os.environ.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -93,12 +104,7 @@ def main() -> int:
         topo_path.write_text(topo.to_yaml())
         _airflow_env(work / "airflow", topo_path)
 
-        from airflow.dag_processing.dagbag import DagBag
-
-        dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
-        # dag.test() never evaluates RTO deadlines (the scheduler does), and Airflow 3.3.2's looks them up by an id
-        # it never wrote when the run succeeds: run without them, as tests/dags/conftest.py does.
-        dag.deadline = None
+        dag = failover_dag()
         # approval=skip: the cutover as automation runs it, unattended (a human's answer is not the RTO measured).
         conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": args.translation,
                 "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False,
@@ -183,9 +189,7 @@ def _secure_compare(args: argparse.Namespace) -> int:
                 topo_path.write_text(topo.to_yaml())
             if dag is None:
                 _airflow_env(work / "airflow", topo_path)
-                from airflow.dag_processing.dagbag import DagBag
-
-                dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
+                dag = failover_dag()
             os.environ["MIRRORBOOK_TOPOLOGY"] = str(topo_path)
             conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": args.translation,
                     "groups": "rto-g.*", "drain_timeout": 600, "max_lag": 0, "dry_run": False, "parity": args.parity,

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from bench_stack import throwaway_stack
-from failover_rto import REPO, _airflow_env
+from failover_rto import _airflow_env, failover_dag
 
 from mirrorbook.kafka.types import TP
 
@@ -154,9 +154,7 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
         committed, a_end = traffic.truth
         print(f"  A killed after {TRAFFIC_S:.0f}s of traffic")
 
-        from airflow.dag_processing.dagbag import DagBag
-
-        dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
+        dag = failover_dag()
         conf = {**dag.params.dump(), "flow": "A->B", "mode": "unplanned", "groups": "dz-g.*", "parity": "off",
                 "approval": "skip"}  # unattended: a human's answer is not the RTO measured
         run = dag.test(run_conf=conf)

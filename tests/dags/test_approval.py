@@ -30,9 +30,13 @@ class Responder(threading.Thread):
         super().__init__(daemon=True)
         self.dag_id, self.option, self.user, self.timeout_s = dag_id, option, user, timeout_s
         self.shown: dict[str, Any] = {}
+        # Airflow's API modules are imported here, on the caller's thread: imported by this thread while the
+        # main one configures Airflow's ORM mappers (dag.test()), the two deadlock on Python's import locks.
+        self._api()
         self.start()
 
-    def run(self) -> None:
+    @staticmethod
+    def _api() -> Any:
         from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
         from airflow.api_fastapi.core_api.datamodels.hitl import UpdateHITLDetailPayload
         from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail
@@ -40,8 +44,15 @@ class Responder(threading.Thread):
         from airflow.models.taskinstance import TaskInstance
         from airflow.utils.session import create_session
         from airflow.utils.state import TaskInstanceState
+
+        return (SimpleAuthManagerUser, UpdateHITLDetailPayload, update_hitl_detail, HITLDetail, TaskInstance,
+                create_session, TaskInstanceState)
+
+    def run(self) -> None:
         from sqlalchemy import select
 
+        (SimpleAuthManagerUser, UpdateHITLDetailPayload, update_hitl_detail, HITLDetail, TaskInstance,
+         create_session, TaskInstanceState) = self._api()
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             with create_session() as session:

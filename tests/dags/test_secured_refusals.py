@@ -30,8 +30,16 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.config import client_config
+from tests.conftest import ensure_replicating
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def replicating(secured: DevStack) -> None:
+    """Each test compares the flow's connectors before and after its run: they start settled, every task RUNNING
+    (a task still restarting after an earlier test's run would count as a change the refused run never made)."""
+    ensure_replicating(secured)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from mirrorbook.cli import main
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2.flows import flow_status
-from tests.conftest import stack_clients
+from tests.conftest import ensure_replicating, stack_clients
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -24,6 +25,12 @@ CONF = {"flow": "A->B", "rate": 150, "produce_s": 4, "partitions": 2, "groups": 
 
 @pytest.fixture
 def drill(secured: DevStack) -> DevStack:
+    """The secured stack with A->B replicating, as a drill finds a flow it may exercise (the first test on a
+    freshly started stack, or after another test's run, may come before its heartbeats do)."""
+    ensure_replicating(secured)
+    flow = secured.require().topology().flow("A->B")
+    eventually(lambda: flow_status(stack_clients(secured), flow).state.value == "REPLICATING", timeout=120,
+               what="A->B REPLICATING")
     return secured
 
 
@@ -65,7 +72,9 @@ def test_a_drill_fails_over_the_canary_with_zero_skipped_reports_it_and_restores
 
     # The flow is as the drill found it; the drill's groups are gone from both clusters.
     topo = drill.require().topology()
-    assert flow_status(stack_clients(drill), topo.flow("A->B")).state.value == "REPLICATING"
+    # Resumed by the drill, the flow shows REPLICATING again once its heartbeats arrive on B.
+    eventually(lambda: flow_status(stack_clients(drill), topo.flow("A->B")).state.value == "REPLICATING", timeout=120,
+               what="A->B REPLICATING again after the drill")
     assert summary["flow_state_before"] == summary["flow_state_after"] == "REPLICATING"
     for cluster in ("A", "B"):
         assert not set(summary["groups"]) & set(KafkaAdmin(drill.require().kafka_config(cluster)).list_groups())

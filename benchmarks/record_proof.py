@@ -12,6 +12,10 @@ server that already answered the runbook's warm-up query has paid its first-quer
   RESULT record_proof_submit_s=...                the same job by spark-submit (a JVM per job)
   RESULT single_process_s=...                     the reference: confluent-kafka + hashlib, one process
   RESULT record_proof_vs_single_process=...x      Connect / reference
+  RESULT record_proof_mid_batch_s=...             the proof on Connect with every range starting inside a
+                                                  record batch (as a runbook's anchored ranges do)
+  RESULT record_proof_mid_batch_broker_wait_s=... the same with Kafka's default fetch.max.wait.ms (500),
+                                                  which the app no longer uses: what that wait cost
 
 Run: .venv/bin/python benchmarks/record_proof.py [--records-per-partition 6000] [--repeat 3]
 """
@@ -114,8 +118,15 @@ def main() -> int:
                   for s, t, p in pairs]
         snap = write_record_snapshot(work / "snapshot", ranges)
 
-        def job(n: int) -> submit.SparkSubmitSpec:
-            return submit.record_parity_job(a, b, work / f"out-{n}", snapshot=snap)
+        # Ranges starting one record into each partition: inside the producer's first batch, as the runbook's
+        # anchored ranges (from the lowest exact group position) nearly always start.
+        mid = write_record_snapshot(work / "mid-batch", [r.model_copy(update={"source_start": 1, "target_start": 1})
+                                                         for r in ranges])
+        kafka_default = {"fetch.max.wait.ms": "500"}
+
+        def job(n: int, snapshot=snap, **options) -> submit.SparkSubmitSpec:
+            return submit.record_parity_job(a, b, work / f"out-{n}", snapshot=snapshot, source_options=options,
+                                            target_options=options)
 
         def timed(fn) -> tuple[float, object]:
             t = time.monotonic()
@@ -124,7 +135,7 @@ def main() -> int:
 
         warm, first = timed(lambda: connect.run(job(0), url))
         print(f"Connect, first run (warm-up): {warm:.2f}s, {first.status}, {first.counts}")
-        runs: dict[str, list[float]] = {"connect": [], "submit": [], "single": []}
+        runs: dict[str, list[float]] = {"connect": [], "submit": [], "single": [], "mid": [], "mid_wait": []}
         for i in range(args.repeat):
             s, summary = timed(lambda: connect.run(job(1 + i), url))
             assert summary.passed, summary.failure_message()
@@ -135,8 +146,15 @@ def main() -> int:
             s, matched, unmatched = single_process(a, b, pairs, ends)
             assert unmatched == 0 and matched == report.produced, (matched, unmatched)
             runs["single"].append(s)
+            s, summary = timed(lambda: connect.run(job(200 + i, mid), url))
+            assert summary.passed, summary.failure_message()
+            runs["mid"].append(s)
+            s, summary = timed(lambda: connect.run(job(300 + i, mid, **kafka_default), url))
+            assert summary.passed, summary.failure_message()
+            runs["mid_wait"].append(s)
             print(f"run {i + 1}: connect {runs['connect'][-1]:.2f}s, spark-submit {runs['submit'][-1]:.2f}s, "
-                  f"single process {runs['single'][-1]:.2f}s")
+                  f"single process {runs['single'][-1]:.2f}s, mid-batch {runs['mid'][-1]:.2f}s "
+                  f"(with the broker's 500 ms wait {runs['mid_wait'][-1]:.2f}s)")
         connect.close()
         med = {k: statistics.median(v) for k, v in runs.items()}
         print(f"(median of {args.repeat}; {report.produced} records per side, {len(pairs)} partition pairs)")
@@ -144,6 +162,8 @@ def main() -> int:
         print(f"RESULT record_proof_submit_s={med['submit']:.2f} s")
         print(f"RESULT single_process_s={med['single']:.2f} s")
         print(f"RESULT record_proof_vs_single_process={med['connect'] / med['single']:.2f}x")
+        print(f"RESULT record_proof_mid_batch_s={med['mid']:.2f} s")
+        print(f"RESULT record_proof_mid_batch_broker_wait_s={med['mid_wait']:.2f} s")
         return 0
 
 

@@ -230,3 +230,16 @@ def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, scene
     assert (pairs[(t.topic, 1)]["source_records"], pairs[(t.topic, 1)]["target_records"]) == (BASE + 5, BASE + 6)
     assert all(pairs[(scene.topic, p)]["checksum_equal"] for p in range(PARTITIONS))
     assert "differences" not in summary.outputs
+
+
+def test_bounded_reads_never_let_the_broker_hold_a_fetch_and_the_clients_own_option_wins():
+    """A range starting inside a record batch made Spark's consumer wait the broker's fetch.max.wait.ms (500 ms)
+    once per partition — 18 partitions cost seconds (benchmarks/record_proof.py prints the two side by side)."""
+    from mirrorbook.parity import connect
+
+    app = connect.load_app(submit.record_parity_job("a:9092", "b:9092", Path("/nonexistent"),
+                                                    topics={"t": "A.t"}).application)
+    args = app.parse_args(["--source-bootstrap", "a:9092", "--target-bootstrap", "b:9092", "--topic", "t=A.t",
+                           "--target-option", "fetch.max.wait.ms=250", "--output", "/x", "--summary", "/x/s.json"])
+    assert app.kafka_options(args, "source")["kafka.fetch.max.wait.ms"] == "10"
+    assert app.kafka_options(args, "target")["kafka.fetch.max.wait.ms"] == "250"

@@ -213,7 +213,7 @@ def test_crash_between_translate_and_write_then_clear_converges(fo, run_dag, aud
     assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
     # A partial write before the crash: one group already written (by the crashed attempt).
     first = groups[0]
-    plan = TranslationPlan.model_validate(audit.progress_get(crashed.run_id, "plan"))
+    plan = TranslationPlan.from_stored(audit.progress_get(crashed.run_id, "plan"))
     admin_b.alter_group_offsets({first: plan.offsets()[first]})
 
     cleared = run_dag("mm2_failover", _conf(tag), rerun_of=crashed)
@@ -394,7 +394,7 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
     run = run_dag("mm2_failover", _conf(tag, translation="mm2", parity="off"))
     assert run.state == "success", run.failure()
     assert run.report()["proof"]["source"] == "plan"  # with the proofs off the report says its figures are unproven
-    plan = TranslationPlan.model_validate(audit.progress_get(run.run_id, "plan"))
+    plan = TranslationPlan.from_stored(audit.progress_get(run.run_id, "plan"))
     remote = f"A.{topics[0]}"
     # Damage from outside the product, after the write: one position lowered, one raised, one group gone.
     # ("end" is at 100 on A, "11" at 11: B's copy of A's offset o is at o, the topic being mirrored whole.)

@@ -125,11 +125,26 @@ def long_text(text: str, limit: int = TEXT_LIMIT) -> str:
     return cut(redact_text(escaped(text)), limit)
 
 
-def jsonable(value: Any, where: str = "$", too_deep: Callable[[Any, str], Any] | None = None,
+_PLAIN = (int, bool, type(None))
+
+
+def where_text(where: Any) -> str:
+    """A path as messages show it: `$.groups[3].topic`."""
+    steps = []
+    while isinstance(where, tuple):
+        where, step = where
+        steps.append(f"[{step}]" if isinstance(step, int) else f".{cut(step, 40)}")
+    return str(where) + "".join(reversed(steps))
+
+
+def jsonable(value: Any, where: Any = "$", too_deep: Callable[[Any, str], Any] | None = None,
              depth: int = 0) -> Any:
     """`value` as plain JSON types with every string escaped (keys too); refuses what JSON would silently
     change (non-string keys, NaN). A container nested deeper than JSON_DEPTH becomes `too_deep(it, where)`,
-    or is refused when there is no `too_deep`: the walks that follow recurse, and must not overflow."""
+    or is refused when there is no `too_deep`: the walks that follow recurse, and must not overflow.
+
+    Members that are plain numbers or strings are taken in the container's own loop, and a member's path is
+    spelled out only for a message: a plan or a snapshot holds a hundred thousand of them."""
     if isinstance(value, BaseModel):
         return jsonable(value.model_dump(mode="json"), where, too_deep, depth)
     if value is None or isinstance(value, (bool, int)):
@@ -138,7 +153,7 @@ def jsonable(value: Any, where: str = "$", too_deep: Callable[[Any, str], Any] |
         return escaped(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidAuditData(f"{where}: {value} is not valid JSON")
+            raise InvalidAuditData(f"{where_text(where)}: {value} is not valid JSON")
         return value
     if isinstance(value, Enum):
         return jsonable(value.value, where, too_deep, depth)
@@ -148,19 +163,23 @@ def jsonable(value: Any, where: str = "$", too_deep: Callable[[Any, str], Any] |
         return value.isoformat()
     if isinstance(value, (dict, list, tuple)) and depth >= JSON_DEPTH:
         if too_deep is None:
-            raise InvalidAuditData(f"{where}: nested more than {JSON_DEPTH} levels deep")
-        return too_deep(value, where)
+            raise InvalidAuditData(f"{where_text(where)}: nested more than {JSON_DEPTH} levels deep")
+        return too_deep(value, where_text(where))
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise InvalidAuditData(f"{where}: key {shown(k)} is a {type(k).__name__}, JSON keys are strings",
-                                       "convert keys with str() before storing (they would not read back equal)")
-            out[escaped(k)] = jsonable(v, f"{where}.{cut(k, 40)}", too_deep, depth + 1)
+                raise InvalidAuditData(f"{where_text(where)}: key {shown(k)} is a {type(k).__name__}, JSON keys are "
+                                       "strings", "convert keys with str() before storing (they would not read back "
+                                       "equal)")
+            kind = type(v)
+            out[escaped(k)] = v if kind in _PLAIN else escaped(v) if kind is str else \
+                jsonable(v, (where, k), too_deep, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [jsonable(v, f"{where}[{i}]", too_deep, depth + 1) for i, v in enumerate(value)]
-    raise InvalidAuditData(f"{where}: a {type(value).__name__} is not JSON")
+        return [v if type(v) in _PLAIN else escaped(v) if type(v) is str else jsonable(v, (where, i), too_deep, depth + 1)
+                for i, v in enumerate(value)]
+    raise InvalidAuditData(f"{where_text(where)}: a {type(value).__name__} is not JSON")
 
 
 def dumps(value: Any) -> str:

@@ -25,6 +25,11 @@ def progress_get(conn: Connection, run_id: str, key: str) -> tuple[bool, Any]:
     return (False, None) if row is None else (True, loads(row.value))
 
 
+def progress_has(conn: Connection, run_id: str, key: str) -> bool:
+    return conn.execute(select(_p.key).where(_p.run_id == stored(_p.run_id, run_id),
+                                             _p.key == stored(_p.key, key))).first() is not None
+
+
 def progress_all(conn: Connection, run_id: str) -> dict[str, Any]:
     return {r.key: loads(r.value) for r in conn.execute(select(_p.key, _p.value)
                                                         .where(_p.run_id == stored(_p.run_id, run_id))

@@ -227,6 +227,11 @@ class AuditStore:
             found, value = history.progress_get(conn, run_id, key)
         return value if found else default
 
+    def progress_has(self, run_id: str, key: str) -> bool:
+        """Whether a run recorded anything under `key` (without reading it: a plan can be megabytes)."""
+        with self._db.read() as conn:
+            return history.progress_has(conn, run_id, key)
+
     def progress_set(self, run_id: str, key: str, value: Any) -> None:
         with self._db.write() as conn:
             self._db.upsert(conn, schema.run_progress, history.progress_values(run_id, key, value),

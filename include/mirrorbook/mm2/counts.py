@@ -23,12 +23,23 @@ class Count(BaseModel):
 
     @classmethod
     def exact(cls, n: int) -> "Count":
-        return cls(low=n, high=n)
+        return cls.between(n, n)
 
     @classmethod
     def between(cls, low: int, high: int | None) -> "Count":
         low = max(0, low)
-        return cls(low=low, high=None if high is None else max(low, high))
+        return cls.kept(low, None if high is None else max(low, high))
+
+    @classmethod
+    def kept(cls, low: int, high: int | None) -> "Count":
+        """Count(low=low, high=high). Counts are immutable and a translation makes the same few over and over (one
+        per position counted, a hundred thousand for a large estate): each is made once."""
+        made = _MADE.get((low, high)) if cls is Count else None
+        if made is None:
+            made = cls(low=low, high=high)
+            if cls is Count and len(_MADE) < _MADE_MAX:
+                _MADE[(low, high)] = made
+        return made
 
     @property
     def is_exact(self) -> bool:
@@ -55,11 +66,16 @@ class Count(BaseModel):
         return f"{self.low}–{self.high}" if self.low else f"at most {self.high}"
 
 
+_MADE: dict[tuple[int, int | None], Count] = {}
+_MADE_MAX = 100_000
+
+
 def total(counts: Iterable[Count]) -> Count:
-    out = Count.exact(0)
-    for c in counts:
-        out = out + c
-    return out
+    low, high = 0, 0
+    for c in counts:  # in plain ints: a sum over a hundred thousand rows makes one Count, not one per row
+        low += c.low
+        high = None if high is None or c.high is None else high + c.high
+    return Count(low=low, high=high)
 
 
 ZERO = Count.exact(0)

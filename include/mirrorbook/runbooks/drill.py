@@ -337,12 +337,12 @@ def translate(rb: Runbook, clients: Clients, topology: Topology, params: DrillPa
 
 def write_offsets(rb: Runbook, clients: Clients, topology: Topology, params: DrillParams) -> dict[str, Any]:
     move = params.move(rb.info.run_id, topology)
-    return moves.write_offsets(rb, clients, move, moves.load_plan(rb)).model_dump(mode="json")
+    return moves.write_offsets(rb, clients, move, moves.load_offsets(rb)).model_dump(mode="json")
 
 
 def verify(rb: Runbook, clients: Clients, topology: Topology, params: DrillParams) -> dict[str, Any]:
     move = params.move(rb.info.run_id, topology)
-    return moves.verify_offsets(rb, clients, move, moves.load_plan(rb)).model_dump(mode="json")
+    return moves.verify_offsets(rb, clients, move, moves.load_offsets(rb)).model_dump(mode="json")
 
 
 def stop_flow(rb: Runbook, clients: Clients, topology: Topology, params: DrillParams) -> dict[str, Any]:
@@ -485,7 +485,7 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
     resume = ResumeState.model_validate(resume) if resume else None
     restored = rb.progress_get(RESTORE_KEY) or {}
     kept = rb.progress_get(moves.PLAN_KEY)
-    plan = moves.TranslationPlan.model_validate(kept) if kept else None
+    plan = moves.TranslationPlan.from_stored(kept) if kept else None
     steps, problems = _steps(rb)
     s = DrillSummary(run_id=rb.info.run_id, flow=flow.name, from_cluster=flow.source, to_cluster=flow.target,
                      translation=params.translation, finished_at=finished, steps=steps,

@@ -32,7 +32,7 @@ from mirrorbook.runbooks.checks import drain_lag
 from mirrorbook.runbooks.engine import GateRefused, Mutation, Runbook, StepOutcome
 from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams
-from mirrorbook.runbooks.plan import INTERNAL_GROUPS, TranslationPlan, managed_groups
+from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlannedOffsets, TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology
 
 PLAN_KEY = "plan"
@@ -149,7 +149,7 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             raise GateRefused(f"Cluster {move.from_cluster} is unreachable, and a planned {move.direction} needs it "
                               "(to stop consumers, drain replication and read committed offsets)",
                               f"use mode=unplanned to {move.direction} from {move.to_cluster} alone")
-        resuming = rb.progress_get(PLAN_KEY) is not None
+        resuming = has_plan(rb)
         stopped_at = rb.progress_get(FLOW_STOPPED_KEY)
         if stopped_at:
             step.note(own_stop=f"this run stopped {move.via.name} at {stopped_at}: it is expected stopped, "
@@ -212,7 +212,7 @@ def translate(rb: Runbook, clients: Clients, move: Move,
     with rb.step(f"{move.direction}.translate", move.flow.name) as step:
         kept = rb.progress_get(PLAN_KEY)
         if kept:
-            plan = TranslationPlan.model_validate(kept)
+            plan = TranslationPlan.from_stored(kept)
             step.note(reused=f"plan computed at {plan.computed_at.isoformat()}")
         else:
             groups = rb.progress_get("groups") or groups_to_move(
@@ -240,18 +240,31 @@ def translate(rb: Runbook, clients: Clients, move: Move,
                            f"group-partition(s): {bad}")
                 plan.notes.append(allowed)
                 step.note(allowed_skips=allowed)
-            rb.progress_set(PLAN_KEY, plan.model_dump(mode="json"))
+            rb.progress_set(PLAN_KEY, plan.stored())
         step.settle(plan.totals())
         step.note(groups=plan.groups, notes=plan.notes)
     return plan
 
 
-def load_plan(rb: Runbook) -> TranslationPlan:
+def _kept_plan(rb: Runbook) -> dict[str, Any]:
     kept = rb.progress_get(PLAN_KEY)
     if not kept:
         raise GateRefused("No translation plan for this run: the translate task has not completed",
                           "clear and re-run the translate task first")
-    return TranslationPlan.model_validate(kept)
+    return kept
+
+
+def load_plan(rb: Runbook) -> TranslationPlan:
+    return TranslationPlan.from_stored(_kept_plan(rb))
+
+
+def load_offsets(rb: Runbook) -> PlannedOffsets:
+    """The run's planned offsets alone: what writing and reading them back need (no row of the plan is made)."""
+    return PlannedOffsets.from_stored(_kept_plan(rb))
+
+
+def has_plan(rb: Runbook) -> bool:
+    return rb.audit.progress_has(rb.info.run_id, PLAN_KEY)
 
 
 def _alter(admin: KafkaAdmin, group: str, offsets: dict[TP, int]) -> dict[str, str]:
@@ -267,7 +280,7 @@ def _alter(admin: KafkaAdmin, group: str, offsets: dict[TP, int]) -> dict[str, s
 GROUP_WRITES_AT_ONCE = 16
 
 
-def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPlan) -> StepOutcome:
+def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffsets) -> StepOutcome:
     """Snapshot, then write only what differs, one group per call (side by side); active groups stop
     everything first."""
     with rb.step(f"{move.direction}.write_offsets", move.flow.name) as step:
@@ -300,16 +313,15 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPl
     return step.outcome
 
 
-def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: TranslationPlan) -> StepOutcome:
+def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffsets) -> StepOutcome:
     """Read the committed offsets back from the new cluster: every planned offset must be there."""
     with rb.step(f"{move.direction}.verify", move.flow.name) as step:
         if rb.dry_run:
             step.note(reason="dry run: nothing was written, nothing to verify")
             return step.outcome
         got = clients.admin(plan.to_cluster).committed_offsets(plan.groups)
-        wrong = [f"{r.group} {r.target_topic}-{r.partition}: expected {r.offset}, found "
-                 f"{got.get(r.group, {}).get(r.target_tp, 'nothing')}"
-                 for r in plan.rows if got.get(r.group, {}).get(r.target_tp) != r.offset]
+        wrong = [f"{g} {t}-{p}: expected {o}, found {got.get(g, {}).get(TP(t, p), 'nothing')}"
+                 for g, t, p, o in plan.rows if got.get(g, {}).get(TP(t, p)) != o]
         if wrong:
             raise VerifyFailed(f"Committed offsets on {plan.to_cluster} differ from the plan: " + "; ".join(wrong[:10])
                                + (f" (+{len(wrong) - 10} more)" if len(wrong) > 10 else ""))

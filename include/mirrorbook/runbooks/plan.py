@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -43,6 +43,37 @@ class PlanRow(BaseModel):
         return TP(self.target_topic, self.partition)
 
 
+class PlannedOffsets(NamedTuple):
+    """What writing and reading back a plan needs of it: the offset of each (group, target partition)."""
+
+    to_cluster: str
+    groups: list[str]
+    rows: list[tuple[str, str, int, int]]  # group, target topic, partition, offset
+
+    def offsets(self) -> dict[str, dict[TP, int]]:
+        out: dict[str, dict[TP, int]] = {g: {} for g in self.groups}
+        for g, t, p, o in self.rows:
+            out.setdefault(g, {})[TP(t, p)] = o
+        return {g: o for g, o in out.items() if o}
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> PlannedOffsets:
+        """From the plan as the run's progress keeps it, without making a row of it."""
+        if data.get("format") != STORED_FORMAT:
+            return TranslationPlan.from_stored(data).planned()
+        texts, cols = data["texts"], data["columns"]
+        return cls(data["to_cluster"], data["groups"],
+                   [(texts[g], texts[t], p, o) for g, t, p, o in zip(cols["group"], cols["target_topic"],
+                                                                     cols["partition"], cols["offset"])])
+
+
+STORED_FORMAT = 2
+_TEXT_COLUMNS = ("group", "source_topic", "target_topic", "method", "note")
+_NUMBER_COLUMNS = ("partition", "source_offset", "offset", "mm2_offset", "precise_offset", "basis_age_s")
+_COUNT_COLUMNS = ("re_read", "skip")
+_COLUMNS = (*_TEXT_COLUMNS, *_NUMBER_COLUMNS, *(f"{c}_{end}" for c in _COUNT_COLUMNS for end in ("low", "high")))
+
+
 class TranslationPlan(BaseModel):
     flow: str
     direction: str  # "failover" | "failback"
@@ -56,10 +87,47 @@ class TranslationPlan(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
     def offsets(self) -> dict[str, dict[TP, int]]:
-        out: dict[str, dict[TP, int]] = {g: {} for g in self.groups}
+        return self.planned().offsets()
+
+    def planned(self) -> PlannedOffsets:
+        return PlannedOffsets(self.to_cluster, self.groups, [(r.group, r.target_topic, r.partition, r.offset)
+                                                             for r in self.rows])
+
+    # -- as the run's progress keeps it ------------------------------------------------------------
+    def stored(self) -> dict[str, Any]:
+        """The plan as the audit store keeps it: one list per field, text as indexes into one table of distinct
+        strings. A thousand groups' plan is 150,000 rows: as one object per row, with every string escaped and
+        checked for secrets on the way in, it took a minute to store and seconds for each task to read back;
+        this way there are a few hundred strings and plain lists of numbers."""
+        texts: dict[str, int] = {}
+        columns: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
         for r in self.rows:
-            out.setdefault(r.group, {})[r.target_tp] = r.offset
-        return {g: o for g, o in out.items() if o}
+            for c in _TEXT_COLUMNS:
+                value = getattr(r, c)
+                columns[c].append(None if value is None else texts.setdefault(value, len(texts)))
+            for c in _NUMBER_COLUMNS:
+                columns[c].append(getattr(r, c))
+            for c in _COUNT_COLUMNS:
+                count = getattr(r, c)
+                columns[f"{c}_low"].append(count.low)
+                columns[f"{c}_high"].append(count.high)
+        return {"format": STORED_FORMAT, **self.model_dump(mode="json", exclude={"rows"}), "texts": list(texts),
+                "columns": columns}
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> TranslationPlan:
+        if data.get("format") != STORED_FORMAT:  # kept by a release that stored one object per row
+            return cls.model_validate(data)
+        texts, cols = data["texts"], data["columns"]
+        rows = [PlanRow(**{c: None if v is None else texts[v] for c, v in zip(_TEXT_COLUMNS, t)},
+                        **dict(zip(_NUMBER_COLUMNS, n)),
+                        re_read=Count.kept(*rr), skip=Count.kept(*sk))
+                for t, n, rr, sk in zip(zip(*(cols[c] for c in _TEXT_COLUMNS)),
+                                        zip(*(cols[c] for c in _NUMBER_COLUMNS)),
+                                        zip(cols["re_read_low"], cols["re_read_high"]),
+                                        zip(cols["skip_low"], cols["skip_high"]))]
+        meta = {k: v for k, v in data.items() if k not in ("format", "texts", "columns")}
+        return cls.model_validate({**meta, "rows": []}).model_copy(update={"rows": rows})
 
     def totals(self) -> dict[str, Any]:
         """Sums that stay honest: `re_read`/`skipped` are exact when `*_max` equals them; `bounded` rows

@@ -50,9 +50,9 @@ class GroupMoveOperator(MirrorbookBaseOperator):
             plan = moves.translate(rb, clients, move, compute)
             self.log.info("%s", move_report.render_report(move_report.move_report(rb, plan, None)))
         elif self.step == "write_offsets":
-            moves.write_offsets(rb, clients, move, moves.load_plan(rb))
+            moves.write_offsets(rb, clients, move, moves.load_offsets(rb))
         elif self.step == "verify":
-            moves.verify_offsets(rb, clients, move, moves.load_plan(rb))
+            moves.verify_offsets(rb, clients, move, moves.load_offsets(rb))
         elif self.step == "stop_flow":
             moves.stop_flow(rb, clients, move, move.via)
         elif self.step == "confirm_stopped":
@@ -72,7 +72,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
 
     def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> dict[str, Any]:
         kept = rb.progress_get(moves.PLAN_KEY)
-        plan = moves.TranslationPlan.model_validate(kept) if kept else None
+        plan = moves.TranslationPlan.from_stored(kept) if kept else None
         extra: dict[str, Any] = {}
         if move.direction == "failover" and not move.planned and not rb.dry_run:
             extra["rpo"] = rpo.for_failover(rb, clients, move.flow, _trigger_time(context))

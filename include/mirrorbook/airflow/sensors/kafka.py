@@ -56,7 +56,7 @@ class _MoveGateSensor(RunbookTask, BaseSensorOperator):
             self.log.info("not waiting (%s)", "dry run" if params.dry_run else "unplanned")
             return None
         run_id = context["dag_run"].run_id
-        if self.audit().progress_get(run_id, PLAN_KEY) is not None:
+        if self.audit().progress_has(run_id, PLAN_KEY):
             self.log.info("this run already translated its groups (a re-run): the gate was passed before")
             return None
         if self.audit().progress_get(run_id, FLOW_STOPPED_KEY):

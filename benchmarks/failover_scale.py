@@ -1,0 +1,446 @@
+"""Scale: the planned failover and the health check at 100 / 300 / 1,000 consumer groups, and how the cost grows.
+
+Scene (one devstack of its own, MM2 checkpointing every 5 s): 50 topics x 12 partitions on A (600 partitions),
+`--records` records per partition on average, spread (half to one and a half times that, by topic); 1,000
+consumer groups, each committed on a random 5-20 of the topics at random lags (10% of its partitions at 0,
+25% a few records behind the end, the rest anywhere). A size N is the first N groups (a regex per size).
+MM2 replicates the records and checkpoints the groups; then, per size:
+
+- the health check, as the mm2_health_check task runs it (`run_health_check`, readiness on), twice on a
+  fresh audit store: the first pass proves every group's position (readiness), the second only what moved
+  (the scheduled steady state). Wall time, requests (Connect HTTP calls, Kafka admin requests — per-group
+  offset fetches one per group —, consumer reads), the process's peak RSS;
+- the planned failover through `mm2_failover` with dag.test(), precise and mm2, proofs off — and with
+  `--proofs connect` also on a warm Spark Connect server (`devstack up --spark`). Each in a child process of
+  its own (its peak RSS is what a task process needs at that size), after a warm-up dry run (dag.test()'s
+  one-off API server start, which a running Airflow has paid); each task's time and each step's own time
+  (audited); the scene reset after each run (A->B resumed, the groups deleted on B).
+
+`--baseline REF` runs every measurement with REF's code too (`git archive REF include dags` into a temp dir,
+first on the child's PYTHONPATH), right before ours, on the same stack under the same load: the ratios
+baseline/ours are meaningful on a loaded machine even when the absolute figures are not.
+
+Figures (ours): failover_rto_s_g<N> (precise, proofs off), failover_rto_s_mm2_g<N>,
+failover_rto_s_proofs_g<N>, failover_growth_1000_over_100, health_check_s_g<N> (steady state),
+health_check_first_s_g<N>, health_check_requests_g<N>, translate_precise_s_g<N> (the translate step's own
+time), task_peak_rss_mb_g<N>. With a baseline, *_base_* beside them.
+
+Run: .venv/bin/python benchmarks/failover_scale.py [--sizes 100,300,1000] [--proofs off,connect]
+     [--translations precise,mm2] [--baseline main] [--records 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+TOPICS, PARTITIONS, MAX_GROUPS, ROUNDS = 50, 12, 1000, 10
+CHILD_MARK = "CHILD-RESULT "
+MM2 = {"checkpoint_interval_s": 5, "refresh_topics_interval_s": 5, "refresh_groups_interval_s": 5}
+STEPS = ("precheck", "translate_offsets", "write_offsets", "read_back_offsets", "stop_flow")
+
+
+def group_name(i: int) -> str:
+    return f"sc-g{i:04d}"
+
+
+def size_regex(n: int) -> str:
+    """A whole-id regex matching exactly the first n groups (n a multiple of 100, at most 1,000)."""
+    assert n % 100 == 0 and 0 < n <= MAX_GROUPS, n
+    if n == MAX_GROUPS:
+        return r"sc-g\d{4}"
+    hundreds = n // 100 - 1
+    return rf"sc-g0[0-{hundreds}]\d\d"
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+# -- the scene ---------------------------------------------------------------------------------------
+
+def scene(stack: Any, records: int, rnd: random.Random) -> dict[str, Any]:
+    from mirrorbook.devstack.workload import produce
+    from mirrorbook.kafka.admin import KafkaAdmin
+    from mirrorbook.kafka.types import TP
+
+    a = stack.require().brokers["A"].bootstrap
+    admin = KafkaAdmin(a)
+    topics = [f"sc-t{i:02d}" for i in range(TOPICS)]
+    admin.create_topics({t: PARTITIONS for t in topics})
+    t0 = time.monotonic()
+    produced = 0
+    # Records spread: topics get 0.5x .. 1.5x the average, in rounds a few seconds apart, as live traffic comes —
+    # MM2 writes at most one offset sync per partition per offset flush, so one burst would leave one sync.
+    for r in range(ROUNDS):
+        for k in range(5):
+            produced += produce(a, topics[k::5], max(1, int(records * (0.5 + 0.25 * k) / ROUNDS)), admin=admin)
+        time.sleep(1.5)
+    print(f"  produced {produced} records on {TOPICS * PARTITIONS} partitions in {time.monotonic() - t0:.1f}s")
+    highs = admin.high_watermarks([TP(t, p) for t in topics for p in range(PARTITIONS)])
+    groups: dict[str, dict[TP, int]] = {}
+    for i in range(MAX_GROUPS):
+        offsets = {}
+        for t in rnd.sample(topics, rnd.randint(5, 20)):
+            for p in range(PARTITIONS):
+                high, kind = highs[TP(t, p)], rnd.random()
+                offsets[TP(t, p)] = 0 if kind < 0.1 else max(0, high - rnd.randint(1, 5)) if kind < 0.35 \
+                    else rnd.randint(1, high)
+        groups[group_name(i)] = offsets
+    t0 = time.monotonic()
+    names = list(groups)
+    for start in range(0, len(names), 100):
+        admin.alter_group_offsets({g: groups[g] for g in names[start:start + 100]})
+    print(f"  {len(groups)} groups, {sum(len(o) for o in groups.values())} group-partitions committed "
+          f"in {time.monotonic() - t0:.1f}s")
+    wait_mirrored(stack, topics)
+    return {"topics": topics, "groups": groups}
+
+
+def wait_mirrored(stack: Any, topics: list[str], timeout_s: float = 900.0) -> None:
+    """Every record replicated to B, then MM2's checkpoints settled (no new group-partition for two rounds)."""
+    from mirrorbook.kafka.admin import KafkaAdmin
+    from mirrorbook.kafka.types import TP
+    from mirrorbook.mm2.internal_topics import read_checkpoints
+
+    state = stack.require()
+    admin_a, admin_b = KafkaAdmin(state.brokers["A"].bootstrap), KafkaAdmin(state.brokers["B"].bootstrap)
+    tps = [TP(t, p) for t in topics for p in range(PARTITIONS)]
+    remote = {tp: TP(f"A.{tp.topic}", tp.partition) for tp in tps}
+    t0 = time.monotonic()
+    while True:
+        if {r.topic for r in remote.values()} <= set(admin_b.topics()):
+            highs, got = admin_a.high_watermarks(tps), admin_b.high_watermarks(list(remote.values()))
+            if all(got[remote[tp]] >= highs[tp] for tp in tps):
+                break
+        if time.monotonic() - t0 > timeout_s:
+            raise SystemExit(f"not replicated after {timeout_s:.0f}s")
+        time.sleep(2)
+    print(f"  replicated in {time.monotonic() - t0:.1f}s")
+    seen, steady = -1, 0
+    while steady < 2 and time.monotonic() - t0 < timeout_s:
+        time.sleep(6)
+        n = len(read_checkpoints(state.brokers["B"].bootstrap, "A").latest)
+        steady = steady + 1 if n == seen else 0
+        seen = n
+    print(f"  {seen} group-partitions checkpointed by MM2, settled after {time.monotonic() - t0:.1f}s")
+
+
+def reset(stack: Any, groups: list[str]) -> None:
+    """Undo a failover: A->B running again, the groups gone from B."""
+    sys.path.insert(0, str(BENCH))
+    from failover_rto import _reset
+
+    _reset(stack, groups)
+
+
+# -- one measurement, in a child process ---------------------------------------------------------------
+
+class CodeVersion:
+    """Whose code a child runs: ours (the worktree) or a baseline ref's, extracted once."""
+
+    def __init__(self, name: str, work: Path, ref: str | None = None) -> None:
+        self.name, self.ref = name, ref
+        self.root = REPO
+        if ref is not None:
+            self.root = work / f"code-{name}"
+            self.root.mkdir(parents=True)
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "include", "dags"],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(self.root)], input=archive, check=True)
+        self.home = work / f"airflow-{name}"
+
+    def env(self, topology: Path, audit_db: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MIRRORBOOK"))}
+        env.update({
+            "AIRFLOW_HOME": str(self.home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.root / "dags"),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+            "MIRRORBOOK_AUDIT_URL": f"sqlite:///{audit_db}", "MIRRORBOOK_ARTIFACTS_DIR": str(self.home / "artifacts"),
+            "MIRRORBOOK_TOPOLOGY": str(topology),
+            "PYTHONPATH": os.pathsep.join([str(self.root / "include"), str(BENCH)]),
+            **(extra or {}),
+        })
+        return env
+
+    def migrate(self) -> None:
+        env = self.env(Path("/nonexistent"), self.home / "unused.db")
+        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, env=env)
+
+
+def run_child(job: dict[str, Any], env: dict[str, str], timeout_s: float = 3600.0) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(job)], env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    for line in proc.stdout.splitlines():
+        if line.startswith(CHILD_MARK):
+            return json.loads(line[len(CHILD_MARK):])
+    tail = (proc.stdout[-3000:] + "\n" + proc.stderr[-3000:]).strip()
+    return {"error": f"child exited {proc.returncode} without a result:\n{tail}"}
+
+
+def cpu_s() -> float:
+    """This process's CPU time (user + system): on a machine shared with other work, what its wall time would be
+    alone, less its waits on the clusters."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child_failover(job: dict[str, Any]) -> dict[str, Any]:
+    import mirrorbook
+    from airflow.dag_processing.dagbag import DagBag
+
+    from mirrorbook.audit import AuditStore
+
+    dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).get_dag("mm2_failover")
+    dag.deadline = None  # dag.test() never evaluates RTO deadlines (see failover_rto.failover_dag)
+    # approval=skip: the cutover as automation runs it, unattended (a human's answer is not the RTO measured).
+    conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": job["translation"],
+            "groups": job["groups"], "drain_timeout": 600, "max_lag": 0, "dry_run": False, "parity": job["parity"],
+            "approval": "skip"}
+    t0 = time.monotonic()
+    dag.test(run_conf={**conf, "groups": "sc-no-such-group", "dry_run": True, "parity": "off"})
+    warm_s = time.monotonic() - t0
+    cpu0 = cpu_s()
+    run = dag.test(run_conf=conf)
+    out: dict[str, Any] = {"state": str(run.state), "warm_s": round(warm_s, 1), "code": mirrorbook.__file__,
+                           "cpu_s": round(cpu_s() - cpu0, 1)}
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    out["tasks"] = {t: round((ti.end_date - ti.start_date).total_seconds(), 2) for t, ti in sorted(tis.items())
+                    if ti.end_date and ti.start_date}
+    out["failed"] = sorted(t for t, ti in tis.items() if str(ti.state) not in ("success", "skipped"))
+    audit = AuditStore.from_env()
+    steps: dict[str, float] = {}
+    for e in audit.events(run_id=run.run_id):
+        if e.kind == "step" and "duration_s" in e.details:
+            steps[e.action] = round(steps.get(e.action, 0.0) + e.details["duration_s"], 2)
+        if e.action == "step.failover.translate" and "translate_s" in e.details:
+            out["translate_s"] = e.details["translate_s"]
+    out["steps"] = steps
+    arts = [x for x in audit.artifacts(run_id=run.run_id) if x.kind == "failover-report"]
+    if arts:
+        path = Path(arts[-1].path)
+        rep = json.loads(path.read_text())
+        out.update(rto_s=rep.get("rto_s"), plan=rep.get("plan"), report_mb=round(path.stat().st_size / 2**20, 2))
+    out["peak_rss_mb"] = round(peak_rss_mb())
+    return out
+
+
+def child_health(job: dict[str, Any]) -> dict[str, Any]:
+    from health_check import ReadCounter, Tally, counting_clients
+
+    from mirrorbook.audit import AuditStore
+    from mirrorbook.runbooks.engine import RunInfo, Runbook
+    from mirrorbook.runbooks.health import HealthParams, run_health_check
+    from mirrorbook.topology import load_topology
+
+    topology = load_topology()
+    audit = AuditStore.from_env()
+    reads = ReadCounter()
+    params = HealthParams(max_lag=10**9, max_checkpoint_age_s=10**6)
+    passes = []
+    for i in range(job.get("passes", 2)):
+        tally = reads.tally = Tally()
+        clients = counting_clients(topology, tally)
+        rb = Runbook(RunInfo(run_id=f"bench-health-{i}"), audit)
+        t0, cpu0 = time.perf_counter(), cpu_s()
+        report = run_health_check(clients, topology, topology.flows, params, audit, rb)
+        wall, cpu = time.perf_counter() - t0, cpu_s() - cpu0
+        r = report.flows[0].readiness
+        passes.append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "requests": tally.total(), "by_kind": dict(tally.counts),
+                       "readiness": r.model_dump(mode="json", include={"group_partitions", "positions", "exact",
+                                                                        "recomputed", "changed"}) if r else None,
+                       "violations": len(report.violations())})
+    sample = audit.metrics(topology.flows[0].name, limit=1)[0]
+    return {"passes": passes, "sample_kb": round(len(json.dumps(sample.metrics, default=str)) / 1024),
+            "peak_rss_mb": round(peak_rss_mb())}
+
+
+def child_main(job: dict[str, Any]) -> int:
+    try:
+        out = child_failover(job) if job["kind"] == "failover" else child_health(job)
+    except Exception as exc:  # reported to the parent, which prints it and goes on
+        import traceback
+        out = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"}
+    print(CHILD_MARK + json.dumps(out, default=str), flush=True)
+    return 0
+
+
+# -- the parent -----------------------------------------------------------------------------------
+
+def show_failover(label: str, r: dict[str, Any]) -> None:
+    if "error" in r:
+        print(f"    {label}: ERROR {r['error']}")
+        return
+    plan = r.get("plan") or {}
+    print(f"    {label}: {r['state']} RTO {r.get('rto_s')}s (the run's CPU {r['cpu_s']}s; warm-up {r['warm_s']}s), peak RSS {r['peak_rss_mb']} MB, "
+          f"report {r.get('report_mb')} MB; {plan.get('groups')} groups, {plan.get('partitions')} group-partitions, "
+          f"methods {plan.get('methods')}" + (f"; FAILED {r['failed']}" if r.get("failed") else ""))
+    print("      tasks: " + ", ".join(f"{t}={s}s" for t, s in r["tasks"].items()))
+    print("      steps: " + ", ".join(f"{a.removeprefix('step.')}={s}s" for a, s in r["steps"].items()))
+
+
+def show_health(label: str, r: dict[str, Any]) -> None:
+    if "error" in r:
+        print(f"    {label}: ERROR {r['error']}")
+        return
+    for i, p in enumerate(r["passes"]):
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(p["by_kind"].items()))
+        print(f"    {label} pass {i + 1}: {p['wall_s']}s (CPU {p['cpu_s']}s), {p['requests']} requests ({kinds}); readiness {p['readiness']}; "
+              f"{p['violations']} violation(s)")
+    print(f"    {label}: peak RSS {r['peak_rss_mb']} MB, metrics sample {r['sample_kb']} KB")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="100,300,1000")
+    ap.add_argument("--translations", default="precise,mm2")
+    ap.add_argument("--proofs", default="off", help="off and/or connect (a warm Spark Connect server)")
+    ap.add_argument("--proof-sizes", default=None, help="sizes to run the proofs at (default: --sizes)")
+    ap.add_argument("--records", type=int, default=500, help="records per partition, on average")
+    ap.add_argument("--baseline", default=None, help="a git ref whose code is measured beside ours")
+    ap.add_argument("--no-health", action="store_true")
+    ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--stack-dir", default=None,
+                    help="keep the stack and its scene in this directory, and reuse them when it holds one already")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child_main(json.loads(args.child))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill` stops the stack too (the finally clauses)
+
+    sys.path.insert(0, str(BENCH))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    proof_sizes = [int(s) for s in (args.proof_sizes or args.sizes).split(",")]
+    translations = args.translations.split(",")
+    proofs = args.proofs.split(",")
+    print(f"start: {uptime()}")
+    results: dict[str, Any] = {}
+    with scene_stack(args) as (work, stack):
+        versions = [CodeVersion("ours", work)]
+        if args.baseline:
+            versions.insert(0, CodeVersion("base", work, args.baseline))
+        for v in versions:
+            v.migrate()
+        state = stack.require()
+        topo = state.topology().model_copy(deep=True)
+        for spec in [*topo.clusters.values(), *topo.connect_clusters.values()]:
+            spec.connection_id = f"bench_{spec.connection_id}"  # the stack's own addresses
+        spark_conn: dict[str, str] = {}
+        for n in sizes:
+            regex = size_regex(n)
+            flows = [f.model_copy(update={"groups": regex}) if f.name == "A->B" else f for f in topo.flows]
+            topo_path = work / f"topology-{n}.yaml"
+            topo_path.write_text(topo.model_copy(update={"flows": flows}).to_yaml())
+            print(f"\n== {n} groups ({regex}); {uptime()}")
+            if not args.no_health:
+                for v in versions:
+                    r = run_child({"kind": "health"}, v.env(topo_path, work / f"audit-health-{v.name}-{n}.db"))
+                    show_health(f"health check [{v.name}]", r)
+                    results[f"health/{v.name}/{n}"] = r
+            if args.no_failover:
+                continue
+            runs = [(t, "off") for t in translations]
+            if "connect" in proofs and n in proof_sizes:
+                runs.append(("precise", "spark"))
+            for translation, parity in runs:
+                if parity == "spark" and not spark_conn:
+                    spark_conn = start_spark(stack)
+                for v in versions:
+                    job = {"kind": "failover", "translation": translation, "groups": regex, "parity": parity}
+                    env = v.env(topo_path, work / f"audit-{v.name}.db", spark_conn if parity == "spark" else None)
+                    print(f"  -- {translation}, proofs {parity}, {v.name}; {uptime()}")
+                    r = run_child(job, env)
+                    show_failover(f"failover [{v.name}]", r)
+                    results[f"failover/{v.name}/{translation}/{parity}/{n}"] = r
+                    reset(stack, [group_name(i) for i in range(n)])
+        print(f"\nend: {uptime()}")
+    report(results, sizes, [v.name for v in versions])
+    return 0
+
+
+@contextmanager
+def scene_stack(args: argparse.Namespace) -> Iterator[tuple[Path, Any]]:
+    """A devstack with the scene loaded: a throwaway one, or the one kept in --stack-dir (made there once)."""
+    from bench_stack import throwaway_stack
+
+    if args.stack_dir is None:
+        with throwaway_stack("mb-scale-", **MM2) as (work, stack):
+            scene(stack, args.records, random.Random(args.seed))
+            yield work, stack
+        return
+    from mirrorbook.devstack.config import Mm2Settings, StackSettings
+    from mirrorbook.devstack.stack import DevStack
+
+    work = Path(args.stack_dir)
+    stack = DevStack(work / "stack")
+    stack.up(StackSettings(mm2=Mm2Settings(**MM2)))
+    if not (work / "scene.json").exists():
+        scene(stack, args.records, random.Random(args.seed))
+        (work / "scene.json").write_text(json.dumps({"records": args.records, "seed": args.seed}))
+    for old in work.glob("airflow-*"):
+        shutil.rmtree(old)
+    for old in [*work.glob("code-*"), *work.glob("audit-*.db")]:
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    yield work, stack
+
+
+def start_spark(stack: Any) -> dict[str, str]:
+    from mirrorbook.parity import connect
+
+    t0 = time.monotonic()
+    stack.up(overrides={"spark": True})
+    server = stack.require().spark
+    print(f"  Spark Connect server up in {time.monotonic() - t0:.1f}s at {server.url}; "
+          f"first query {connect.warm(server.url):.1f}s (a running server has paid it)")
+    host, port = server.url.removeprefix("sc://").rstrip("/").split(":")
+    return {"AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": host,
+                                                              "port": int(port)})}
+
+
+def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> None:
+    def fig(key: str, field: str = "rto_s") -> float | None:
+        r = results.get(key) or {}
+        return r.get(field) if "error" not in r and r.get("state", "success") == "success" else None
+
+    for v in versions:
+        tag = "" if v == "ours" else "_base"
+        for n in sizes:
+            for name, key in ((f"failover_rto_s{tag}_g{n}", f"failover/{v}/precise/off/{n}"),
+                              (f"failover_rto_s_mm2{tag}_g{n}", f"failover/{v}/mm2/off/{n}"),
+                              (f"failover_rto_s_proofs{tag}_g{n}", f"failover/{v}/precise/spark/{n}")):
+                if (x := fig(key)) is not None:
+                    print(f"RESULT {name}={x:.2f} s")
+            if (x := fig(f"failover/{v}/precise/off/{n}", "translate_s")) is not None:
+                print(f"RESULT translate_precise_s{tag}_g{n}={x:.2f} s")
+            if (x := fig(f"failover/{v}/precise/off/{n}", "peak_rss_mb")) is not None:
+                print(f"RESULT task_peak_rss_mb{tag}_g{n}={x:.0f} MB")
+            h = results.get(f"health/{v}/{n}") or {}
+            if "passes" in h:
+                print(f"RESULT health_check_first_s{tag}_g{n}={h['passes'][0]['wall_s']:.2f} s")
+                print(f"RESULT health_check_s{tag}_g{n}={h['passes'][-1]['wall_s']:.2f} s")
+                print(f"RESULT health_check_requests{tag}_g{n}={h['passes'][-1]['requests']}")
+        lo, hi = fig(f"failover/{v}/precise/off/{min(sizes)}"), fig(f"failover/{v}/precise/off/{max(sizes)}")
+        if lo and hi and len(sizes) > 1:
+            print(f"RESULT failover_growth_{max(sizes)}_over_{min(sizes)}{tag}={hi / lo:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,12 +20,21 @@ server that has proved failovers before (measured). Prints failover_rto_s_off / 
 proof_rto_ratio = connect / off. All through dag.test(): tasks one after the other, so warm_proof (beside
 precheck under a real executor) and both proofs (side by side under one) count in full.
 
+With --scheduler the same scene is failed over through dag.test() and through a real Airflow (`airflow standalone`:
+scheduler, LocalExecutor, triggerer, API server; runs triggered over the REST API, the RTO from the run's queued_at),
+each with the proofs off and on a warm Spark Connect server, in one run: under the real executor warm_proof runs
+beside precheck and the two proofs side by side. Prints failover_rto_s_off / _connect (dag.test()),
+failover_rto_s_scheduler_off / _scheduler_connect, proof_rto_ratio (dag.test()), proof_rto_ratio_scheduler and
+scheduler_over_dag_test (scheduler / dag.test(), proofs off), and where the real scheduler's time goes: from the
+trigger to the first task, in the tasks, and between them on the critical path.
+
 With --secure the same scene is failed over on a plaintext stack and then on a secured one
 (`devstack up --secure`: the runbook's clients on SASL_SSL/SCRAM as the `mirrorbook` principal within its ACLs,
 Connect on HTTPS + basic auth, through the Airflow connections the stack writes), one after the other in one
 run, printing failover_rto_s_plaintext / _secured and secure_rto_ratio = secured / plaintext (target <= 1.3).
 
-Run: .venv/bin/python benchmarks/failover_rto.py [--records-per-partition 6000] [--groups 20] [--compare | --secure]
+Run: .venv/bin/python benchmarks/failover_rto.py [--records-per-partition 6000] [--groups 20]
+     [--compare | --scheduler | --secure]
 """
 
 from __future__ import annotations
@@ -38,12 +47,17 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
+
 from bench_stack import throwaway_stack
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ("precheck", "translate_offsets", "write_offsets", "read_back_offsets", "stop_flow")
 GATES = ("wait_groups_inactive", "wait_replication_drained")
 PROOFS = ("group_parity", "record_parity")
+# The scheduler settings README.md recommends for a fast cutover ("Scheduler settings for a fast cutover"):
+# --scheduler measures them against Airflow's own.
+SCHEDULER_SETTINGS = {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.1"}
 
 
 def failover_dag():
@@ -77,6 +91,9 @@ def main() -> int:
     ap.add_argument("--compare", action="store_true",
                     help="the same scene three ways in one run: proofs off, by spark-submit, by a warm Spark "
                          "Connect server (devstack up --spark)")
+    ap.add_argument("--scheduler", action="store_true",
+                    help="the same scene through dag.test() and through a real Airflow (airflow standalone, "
+                         "REST-triggered), proofs off and on a warm Spark Connect server")
     ap.add_argument("--secure", action="store_true",
                     help="the same scene on a plaintext and on a secured stack, one after the other; ratio printed")
     args = ap.parse_args()
@@ -113,6 +130,8 @@ def main() -> int:
         # Airflow has already paid; it also shows the plan. Then the measured run(s).
         warm = dag.test(run_conf={**conf, "dry_run": True})
         print(f"warm-up dry run: {warm.state}")
+        if args.scheduler:
+            return _scheduler_compare(work, stack, dag, conf, [g.name for g in groups])
         if not args.compare:
             rto = _measure(dag, conf)
             return 0 if rto is not None else 1
@@ -125,15 +144,7 @@ def main() -> int:
         rtos["submit"] = _measure(dag, {**conf, "parity": "spark"}, results=False)
         print("== proofs on a warm Spark Connect server")
         _reset(stack, [g.name for g in groups])
-        t0 = time.monotonic()
-        stack.up(overrides={"spark": True})
-        server = stack.require().spark
-        print(f"Spark Connect server up in {time.monotonic() - t0:.1f}s at {server.url}")
-        host, port = server.url.removeprefix("sc://").rstrip("/").split(":")
-        os.environ["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(
-            {"conn_type": "spark_connect", "host": host, "port": int(port)})
-        from mirrorbook.parity import connect
-        print(f"first query on the server: {connect.warm(server.url):.1f}s")
+        os.environ.update(_spark_connect(stack))
         # A server that has answered one trivial query has compiled none of the proofs' plans: its first
         # failover pays that (printed); a running server has proved failovers before (measured).
         first = _measure(dag, {**conf, "parity": "spark"}, results=False)
@@ -141,6 +152,7 @@ def main() -> int:
         _reset(stack, [g.name for g in groups])
         print("== proofs on the same server, warm (it has proved a failover before)")
         rtos["connect"] = _measure(dag, {**conf, "parity": "spark"}, results=False)
+        _close_spark_session()
         if any(v is None for v in rtos.values()):
             return 1
         print("(figures from dag.test(): one process, tasks one after the other — see --help)")
@@ -148,6 +160,138 @@ def main() -> int:
             print(f"RESULT failover_rto_s_{k}={v:.2f} s")
         print(f"RESULT proof_rto_ratio={rtos['connect'] / rtos['off']:.2f}")
         return 0
+
+
+def _spark_connect(stack) -> dict[str, str]:
+    """Start the stack's Spark Connect server (devstack up --spark) and answer one query; its Airflow connection
+    as environment variables."""
+    from mirrorbook.parity import connect
+
+    t0 = time.monotonic()
+    stack.up(overrides={"spark": True})
+    server = stack.require().spark
+    print(f"Spark Connect server up in {time.monotonic() - t0:.1f}s at {server.url}")
+    host, port = server.url.removeprefix("sc://").rstrip("/").split(":")
+    print(f"first query on the server: {connect.warm(server.url):.1f}s")
+    return {"AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+        {"conn_type": "spark_connect", "host": host, "port": int(port)})}
+
+
+def _close_spark_session() -> None:
+    """End this process's Spark Connect session while the stack's server is up (at exit, pyspark would retry
+    against the server the stack's teardown stopped, for minutes)."""
+    from mirrorbook.parity import connect
+
+    connect.close()
+
+
+def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) -> int:
+    """The scene through dag.test() and through `airflow standalone`, proofs off and on Spark Connect."""
+    sys.path.insert(0, str(REPO))
+    from tests.e2e import airflow_server
+
+    rtos: dict[str, float | None] = {}
+    print("== dag.test(), proofs off")
+    rtos["off"] = _measure(dag, {**conf, "parity": "off"}, results=False)
+    _reset(stack, groups)
+    spark_env = _spark_connect(stack)
+    os.environ.update(spark_env)
+    print("== dag.test(), proofs on Spark Connect (its first failover compiles the proofs' plans: not measured)")
+    _measure(dag, {**conf, "parity": "spark"}, results=False)
+    _reset(stack, groups)
+    rtos["connect"] = _measure(dag, {**conf, "parity": "spark"}, results=False)
+    _reset(stack, groups)
+    env = {k: os.environ[k] for k in ("MIRRORBOOK_TOPOLOGY", "MIRRORBOOK_AUDIT_URL", "MIRRORBOOK_ARTIFACTS_DIR")}
+    # The stack's connections under the topology's bench_ ids, as environment variables: a task process finds
+    # them without asking the API server (a deployment's connections are defined; a miss costs a round trip).
+    conns = json.loads(stack.connections_path.read_text())
+    env.update({f"AIRFLOW_CONN_BENCH_{cid.upper()}": json.dumps(spec) for cid, spec in conns.items()
+                if spec.get("conn_type") != "spark_connect"})
+    base = {**env, **spark_env, "MIRRORBOOK_HEALTH_SCHEDULE": "none", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
+    # Airflow's scheduler settings as they come, then as the README recommends for a fast cutover, each on an
+    # Airflow of its own: the recommendation's effect, measured in the same run.
+    for label, settings in (("scheduler_defaults", {}), ("scheduler", SCHEDULER_SETTINGS)):
+        server = airflow_server.start(work / label, {**base, **settings})
+        try:
+            t0 = time.monotonic()
+            airflow_server.wait_ready(server, ["mm2_failover"], timeout_s=300)
+            print(f"airflow standalone ready in {time.monotonic() - t0:.1f}s at {server.url}; {settings or 'defaults'}")
+            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token('admin')}"},
+                               timeout=30)
+            api.patch("/api/v2/dags/mm2_failover", json={"is_paused": False}).raise_for_status()  # DAGs start paused
+            print(f"== real scheduler ({label}), proofs off")
+            _scheduled(api, {**conf, "parity": "off"})  # its first run pays each component's first-use costs
+            _reset(stack, groups)
+            rtos[f"{label}_off"] = _scheduled(api, {**conf, "parity": "off"})
+            _reset(stack, groups)
+            if label == "scheduler":
+                print("== real scheduler, proofs on the warm Spark Connect server")
+                rtos["scheduler_connect"] = _scheduled(api, {**conf, "parity": "spark"})
+        finally:
+            airflow_server.stop(server)
+    _close_spark_session()
+    if any(v is None for v in rtos.values()):
+        return 1
+    print("(failover_rto_s_off/_connect: dag.test(), tasks one after the other; _scheduler_*: airflow standalone, "
+          "LocalExecutor, REST-triggered, RTO from the run's queued_at; each after one unmeasured run of its kind)")
+    for k, v in rtos.items():
+        print(f"RESULT failover_rto_s_{k}={v:.2f} s")
+    print(f"RESULT proof_rto_ratio={rtos['connect'] / rtos['off']:.2f}")
+    print(f"RESULT proof_rto_ratio_scheduler={rtos['scheduler_connect'] / rtos['scheduler_off']:.2f}")
+    print(f"RESULT scheduler_over_dag_test={rtos['scheduler_off'] / rtos['off']:.2f}")
+    print(f"RESULT scheduler_defaults_over_dag_test={rtos['scheduler_defaults_off'] / rtos['off']:.2f}")
+    return 0
+
+
+def _scheduled(api: httpx.Client, conf: dict, timeout_s: float = 900.0) -> float | None:
+    """One failover triggered over the REST API; prints where its time went, returns the report's RTO."""
+    from datetime import datetime
+
+    from mirrorbook.audit import AuditStore
+
+    run_id = f"bench-{time.time_ns()}"
+    r = api.post("/api/v2/dags/mm2_failover/dagRuns", json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
+    r.raise_for_status()
+    deadline = time.monotonic() + timeout_s
+    state = None
+    while time.monotonic() < deadline:
+        state = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").json()["state"]
+        if state in ("success", "failed"):
+            break
+        time.sleep(0.5)
+    print(f"DAG run {run_id}: {state}")
+    if state != "success":
+        return None
+    run = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").json()
+    tis = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}/taskInstances", params={"limit": 100}).json()
+    at = lambda v: datetime.fromisoformat(v)  # noqa: E731
+    spans = sorted((at(t["start_date"]), at(t["end_date"]), t["task_id"]) for t in tis["task_instances"]
+                   if t.get("start_date") and t.get("end_date"))
+    arts = [x for x in AuditStore.from_env().artifacts(run_id=run_id) if x.kind == "failover-report"]
+    rep = json.loads(Path(arts[-1].path).read_text())
+    end = max(at(rep["offsets_written_at"]), at(rep["flow_stopped_at"]))
+    queued = at(run["queued_at"])
+    on_path = [(s, e, t) for s, e, t in spans if s < end]
+    busy = _union(on_path, end)
+    print("task durations: " + ", ".join(f"{t}={(e - s).total_seconds():.2f}s" for s, e, t in on_path))
+    print(f"trigger -> first task start {(on_path[0][0] - queued).total_seconds():.2f}s; some task running "
+          f"{busy:.2f}s; no task running {(end - on_path[0][0]).total_seconds() - busy:.2f}s "
+          f"(between tasks: scheduling, task start-up); report RTO {rep['rto_s']:.2f}s")
+    return rep["rto_s"]
+
+
+def _union(spans: list, end) -> float:
+    """Seconds in which at least one task ran, up to `end`."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e, _ in spans:
+        e = min(e, end)
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += (cur_e - cur_s).total_seconds()
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + ((cur_e - cur_s).total_seconds() if cur_e is not None else 0.0)
 
 
 def _scene(args: argparse.Namespace) -> tuple[list[str], list]:

@@ -371,6 +371,9 @@ def main() -> int:
                     show_failover(f"failover [{v.name}]", r)
                     results[f"failover/{v.name}/{translation}/{parity}/{n}"] = r
                     reset(stack, [group_name(i) for i in range(n)])
+        if spark_conn:
+            from failover_rto import _close_spark_session
+            _close_spark_session()  # while the server is up: at exit pyspark would retry against it for minutes
         print(f"\nend: {uptime()}")
     report(results, sizes, [v.name for v in versions])
     return 0
@@ -403,16 +406,12 @@ def scene_stack(args: argparse.Namespace) -> Iterator[tuple[Path, Any]]:
 
 
 def start_spark(stack: Any) -> dict[str, str]:
-    from mirrorbook.parity import connect
+    """The stack's Spark Connect server, started and warmed as failover_rto.py does (a running server has paid
+    its first query); its connection as environment variables for the children."""
+    sys.path.insert(0, str(BENCH))
+    from failover_rto import _spark_connect
 
-    t0 = time.monotonic()
-    stack.up(overrides={"spark": True})
-    server = stack.require().spark
-    print(f"  Spark Connect server up in {time.monotonic() - t0:.1f}s at {server.url}; "
-          f"first query {connect.warm(server.url):.1f}s (a running server has paid it)")
-    host, port = server.url.removeprefix("sc://").rstrip("/").split(":")
-    return {"AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": host,
-                                                              "port": int(port)})}
+    return _spark_connect(stack)
 
 
 def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> None:

@@ -26,7 +26,10 @@ each with the proofs off and on a warm Spark Connect server, in one run: under t
 beside precheck and the two proofs side by side. Prints failover_rto_s_off / _connect (dag.test()),
 failover_rto_s_scheduler_off / _scheduler_connect, proof_rto_ratio (dag.test()), proof_rto_ratio_scheduler and
 scheduler_over_dag_test (scheduler / dag.test(), proofs off), and where the real scheduler's time goes: from the
-trigger to the first task, in the tasks, and between them on the critical path.
+trigger to the first task, in the tasks, and between them on the critical path. The proofs-off failover runs on two
+Airflows one after the other: with the scheduler loop's own settings (failover_rto_s_scheduler_defaults_off,
+scheduler_defaults_over_dag_test; the e2e server's environment otherwise, tests/e2e/airflow_server.py) and with
+SCHEDULER_SETTINGS, the README's recommendation (the _scheduler_* figures).
 
 With --secure the same scene is failed over on a plaintext stack and then on a secured one
 (`devstack up --secure`: the runbook's clients on SASL_SSL/SCRAM as the `mirrorbook` principal within its ACLs,

@@ -117,7 +117,7 @@ def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
             # Bounded reads of records already written: a fetch with nothing left to return must not be held
             # by the broker (500 ms by default). Spark's consumer meets that once per partition whose range
             # starts inside a record batch — 18 such partitions cost 4.5 s on 2 cores, measured
-            # (benchmarks/record_proof.py --mid-batch); the client's own option below still wins.
+            # (benchmarks/record_proof.py prints both side by side); a client's own option, merged below, still wins.
             "kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS}
     opts.update({k if k.startswith("kafka.") else f"kafka.{k}": v for k, v in pairs})
     return opts

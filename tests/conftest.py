@@ -66,13 +66,14 @@ def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
 
 
 def secure_stack_settings() -> StackSettings:
-    return stack_settings().model_copy(update={"secure": True})
+    return stack_settings().model_copy(update={"secure": True, "brokers": 3})
 
 
 @pytest.fixture(scope="session")
 def secure_devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    """The secured stack — SASL_SSL/SCRAM brokers with ACLs, Connect on HTTPS + basic auth, both flows — what
-    `mirrorbook devstack up --secure` starts. Started by the first test that asks (the failover module, the
+    """The secured stack — three SASL_SSL/SCRAM brokers a cluster (a KRaft quorum of three; every topic three
+    replicas, two in sync required) with ACLs, Connect on HTTPS + basic auth, both flows — what
+    `mirrorbook devstack up --secure --brokers 3` starts: the secured and the multi-broker path in one stack. Started by the first test that asks (the failover module, the
     secured runbooks, the refusals, the secret scan); the others never pay for it."""
     stack = DevStack(tmp_path_factory.mktemp("devstack-secure"))
     stack.up(secure_stack_settings())

@@ -28,7 +28,7 @@ KAFKA_SERVICES = {"A": "kafka-a", "B": "kafka-b"}
 CONNECT_SERVICES = {"B": "connect-b", "A": "connect-a"}
 # Broker properties compose sets its own way: listeners for the compose network and the host, a static
 # controller quorum (what the image's launch script formats), the image's data dir.
-BROKER_KEYS_PER_DEPLOYMENT = {"listeners", "advertised.listeners", "controller.quorum.bootstrap.servers",
+BROKER_KEYS_PER_DEPLOYMENT = {"listeners", "advertised.listeners", "controller.quorum.voters",
                               "listener.security.protocol.map", "log.dirs"}
 # Worker properties that name where the worker runs.
 WORKER_KEYS_PER_DEPLOYMENT = {"bootstrap.servers", "listeners", "rest.advertised.host.name", "rest.advertised.port"}

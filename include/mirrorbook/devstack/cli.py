@@ -42,8 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="SASL_SSL brokers (SCRAM-SHA-512, ACLs per principal), Connect on HTTPS with basic auth; "
                          "a throwaway CA and the secrets in 0600 files of the run dir, the secrets only in "
                          "airflow-connections.json (chosen at the stack's first up)")
-    up.add_argument("--port-base", type=int, help="use ports BASE..BASE+5 instead of free ones (the Spark "
-                                                  "Connect server takes a free one)")
+    up.add_argument("--brokers", type=int, help="brokers per cluster (default 1); with 3 or more the first three "
+                    "are the KRaft controller quorum, and every topic (internal ones, MM2's and Connect's too) has "
+                    "min(3, N) replicas (chosen at the stack's first up)")
+    up.add_argument("--port-base", type=int, help="use consecutive ports from BASE instead of free ones (6 with one "
+                                                  "broker a cluster, 14 with three; the Spark Connect server takes "
+                                                  "a free one)")
     up.add_argument("--checkpoint-interval", type=int, help="emit.checkpoints.interval.seconds (default 5)")
     up.add_argument("--heartbeat-interval", type=int, help="emit.heartbeats.interval.seconds (default 1)")
     up.add_argument("--refresh-interval", type=int, help="refresh.topics/groups.interval.seconds (default 5)")
@@ -65,10 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     dn.add_argument("--purge", action="store_true", help="also delete data, logs and state")
     dn.set_defaults(func=cmd_down)
 
-    for name, func, helptext in (("stop", cmd_stop, "take one cluster down, its broker and its Connect worker (data kept)"),
-                                 ("start", cmd_start, "bring a stopped cluster's broker back")):
+    for name, func, helptext in (("stop", cmd_stop, "take one cluster down, its brokers and its Connect worker (data kept)"),
+                                 ("start", cmd_start, "bring a stopped cluster's brokers (and worker) back")):
         sp = common(ds.add_parser(name, help=helptext))
         sp.add_argument("alias", help="cluster alias, e.g. A")
+        sp.add_argument("--broker", type=int, metavar="ID",
+                        help=f"{name} only this broker of the cluster (its node id, 1..N); the others and the "
+                             "Connect worker keep running")
         if name == "stop":
             sp.add_argument("--kill", action="store_true", help="SIGKILL (a crash) instead of a clean shutdown")
             sp.add_argument("--broker-only", action="store_true",
@@ -108,6 +115,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     for flag in ("reverse", "spark", "secure"):
         if getattr(args, flag):
             out[flag] = True
+    if args.brokers is not None:
+        out["brokers"] = args.brokers
     return out
 
 
@@ -131,7 +140,13 @@ def _print_status(status: dict[str, Any]) -> None:
     print(f"  security: kafka {sec.get('kafka')}, connect {sec.get('connect')}"
           + (f", CA {sec['ca']}" if sec.get("ca") else ""))
     for alias, c in status["clusters"].items():
-        print(f"  cluster {alias}: {c['bootstrap_servers']}  pid={c['pid']} {'up' if c['alive'] else 'DOWN'}")
+        if len(c["brokers"]) == 1:
+            print(f"  cluster {alias}: {c['bootstrap_servers']}  pid={c['pid']} {'up' if c['alive'] else 'DOWN'}")
+            continue
+        print(f"  cluster {alias}: {c['bootstrap_servers']}")
+        for b in c["brokers"]:
+            print(f"    broker {b['node_id']}{' (controller)' if b['controller'] else ''}: {b['bootstrap_servers']}  "
+                  f"pid={b['pid']} {'up' if b['alive'] else 'DOWN'}")
     for alias, w in status["connect"].items():
         print(f"  connect on {alias}: {w['url']}  pid={w['pid']} {'up' if w['alive'] else 'DOWN'}")
     if status.get("spark_connect"):
@@ -161,14 +176,19 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    done = DevStack(args.run_dir).stop_cluster(args.alias, kill=args.kill, broker_only=args.broker_only)
-    print(f"cluster {args.alias}: {'stopped' if done else 'was not running'}")
+    done = DevStack(args.run_dir).stop_cluster(args.alias, kill=args.kill, broker_only=args.broker_only,
+                                               broker=args.broker)
+    print(f"{_what(args)}: {'stopped' if done else 'was not running'}")
     return 0
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    done = DevStack(args.run_dir).start_cluster(args.alias)
-    print(f"cluster {args.alias}: {'started' if done else 'already running'}")
+    done = DevStack(args.run_dir).start_cluster(args.alias, broker=args.broker)
+    print(f"{_what(args)}: {'started' if done else 'already running'}")
+
+
+def _what(args: argparse.Namespace) -> str:
+    return f"cluster {args.alias}" + (f" broker {args.broker}" if args.broker is not None else "")
     return 0
 
 

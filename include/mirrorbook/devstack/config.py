@@ -39,6 +39,9 @@ class Mm2Settings(BaseModel):
 class StackSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     aliases: tuple[str, str] = ("A", "B")
+    # Brokers per cluster. With 3 or more, the first three are also the KRaft controllers (a quorum of 3 survives
+    # the loss of any one node, at no extra JVM); with 2, the first alone (a quorum of 2 survives no loss at all).
+    brokers: int = Field(1, ge=1, le=9)
     reverse: bool = False
     mm2: Mm2Settings = Field(default_factory=Mm2Settings)
     broker_heap_mb: int = 320
@@ -51,6 +54,15 @@ class StackSettings(BaseModel):
     # SASL_SSL brokers with ACLs, Connect on HTTPS + basic auth (devstack/security.py). Fixed at the first `up`:
     # a stack's listeners and data are made for one or the other.
     secure: bool = False
+
+    @property
+    def replication_factor(self) -> int:
+        """Every topic's, internal ones included: min(3, brokers), as a production cluster's would be."""
+        return min(3, self.brokers)
+
+    @property
+    def voters(self) -> int:
+        return 3 if self.brokers >= 3 else 1
 
 
 def jvm_opts(heap_mb: int, log4j: Path, extra: list[str]) -> list[str]:
@@ -70,25 +82,34 @@ def _prop(v: object) -> str:
     return str(v)
 
 
-def broker_properties(broker_port: int, controller_port: int, data_dir: Path) -> dict[str, object]:
+def broker_properties(broker_port: int, controller_port: int | None, data_dir: Path, *, node_id: int = 1,
+                      voters: str | None = None, replication_factor: int = 1) -> dict[str, object]:
+    """One KRaft node: a combined broker and controller when it has a `controller_port` (a voter of `voters`,
+    `id@host:port,…`; alone when None), a broker only otherwise."""
+    listeners = f"PLAINTEXT://localhost:{broker_port}" + (
+        f",CONTROLLER://localhost:{controller_port}" if controller_port else "")
+    # A lost broker must not stop writes: with 3 replicas, 2 in sync suffice (and 1 when there is only 1).
+    min_isr = min(2, replication_factor)
     return {
-        "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.bootstrap.servers": f"localhost:{controller_port}",
-        "listeners": f"PLAINTEXT://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
+        "process.roles": "broker,controller" if controller_port else "broker",
+        "node.id": node_id,
+        "controller.quorum.voters": voters or f"{node_id}@localhost:{controller_port}",
+        "listeners": listeners,
+        "advertised.listeners": listeners,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": data_dir,
         "num.partitions": 1,
-        "offsets.topic.replication.factor": 1,
+        "default.replication.factor": replication_factor,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": replication_factor,
         "offsets.topic.num.partitions": 5,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.replication.factor": replication_factor,
+        "transaction.state.log.min.isr": min_isr,
         "transaction.state.log.num.partitions": 3,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
+        "share.coordinator.state.topic.replication.factor": replication_factor,
+        "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": False,
         "num.network.threads": 2,
@@ -114,10 +135,10 @@ def worker_properties(alias: str, bootstrap: str, rest_port: int, settings: Stac
         "config.storage.topic": f"connect-configs-{alias}.internal",
         "offset.storage.topic": f"connect-offsets-{alias}.internal",
         "status.storage.topic": f"connect-status-{alias}.internal",
-        "config.storage.replication.factor": 1,
-        "offset.storage.replication.factor": 1,
+        "config.storage.replication.factor": settings.replication_factor,
+        "offset.storage.replication.factor": settings.replication_factor,
         "offset.storage.partitions": 5,
-        "status.storage.replication.factor": 1,
+        "status.storage.replication.factor": settings.replication_factor,
         "status.storage.partitions": 1,
         "offset.flush.interval.ms": settings.offset_flush_interval_ms,
         "plugin.discovery": "service_load",
@@ -126,8 +147,11 @@ def worker_properties(alias: str, bootstrap: str, rest_port: int, settings: Stac
     }
 
 
-def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settings) -> dict[str, dict[str, str]]:
-    """The three MM2 connector configs of one flow, keyed by connector name."""
+def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settings,
+                      replication_factor: int = 1) -> dict[str, dict[str, str]]:
+    """The three MM2 connector configs of one flow, keyed by connector name; the topics MM2 creates (remote
+    topics and its internal ones) with `replication_factor` replicas."""
+    rf = str(replication_factor)
     common = {
         "source.cluster.alias": flow.source,
         "target.cluster.alias": flow.target,
@@ -138,10 +162,10 @@ def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settin
         "key.converter": BYTES,
         "value.converter": BYTES,
         "header.converter": BYTES,
-        "replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
+        "replication.factor": rf,
+        "offset-syncs.topic.replication.factor": rf,
+        "checkpoints.topic.replication.factor": rf,
+        "heartbeats.topic.replication.factor": rf,
         "offset.lag.max": str(mm2.offset_lag_max),
         "topics": mm2.topics,
         "groups": mm2.groups,

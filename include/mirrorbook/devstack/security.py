@@ -128,11 +128,14 @@ class Material:
                 "ssl.ca.location": str(self.ca)}
 
     # -- brokers --------------------------------------------------------------------------------------------
-    def broker_properties(self, broker_port: int, controller_port: int) -> dict[str, object]:
-        """What a secured devstack broker sets over the plaintext one's listeners."""
+    def broker_properties(self, broker_port: int, controller_port: int | None) -> dict[str, object]:
+        """What a secured devstack broker sets over the plaintext one's listeners (`controller_port`: a
+        controller's, None on a broker-only node)."""
+        listeners = f"SASL_SSL://localhost:{broker_port}" + (
+            f",CONTROLLER://localhost:{controller_port}" if controller_port else "")
         return {
-            "listeners": f"SASL_SSL://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
-            "advertised.listeners": f"SASL_SSL://localhost:{broker_port},CONTROLLER://localhost:{controller_port}",
+            "listeners": listeners,
+            "advertised.listeners": listeners,
             "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
             **self.broker_security(("SASL_SSL",)),
         }

@@ -38,19 +38,47 @@ BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 CANARY_TOPIC = "mirrorbook-canary"
-PORTS_PER_STACK = 6  # A broker, A controller, B broker, B controller, worker on B, worker on A
 
 
-class BrokerState(BaseModel):
-    alias: str
-    cluster_id: str
+class NodeState(BaseModel):
+    """One Kafka process of a cluster: a broker that is also a KRaft controller (it has a controller port) or a
+    broker only."""
+    alias: str  # its cluster's
+    node_id: int
+    label: str  # "A" on a single-broker cluster, "A-2" for node 2 of several: names its process, files and data
     broker_port: int
-    controller_port: int
+    controller_port: int | None = None
     process: ProcessRecord | None = None
+
+    @property
+    def name(self) -> str:
+        return f"broker-{self.label}"
 
     @property
     def bootstrap(self) -> str:
         return f"localhost:{self.broker_port}"
+
+
+class ClusterState(BaseModel):
+    alias: str
+    cluster_id: str
+    nodes: list[NodeState]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def voters(self) -> str:
+        """`controller.quorum.voters`: a static quorum, known to every node from its first start."""
+        return ",".join(f"{n.node_id}@localhost:{n.controller_port}" for n in self.nodes if n.controller_port)
+
+    def node(self, node_id: int) -> NodeState:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise DevstackError(f"Cluster {self.alias} has no broker {node_id}; its brokers are "
+                            f"{', '.join(str(n.node_id) for n in self.nodes)}")
 
 
 class WorkerState(BaseModel):
@@ -61,6 +89,10 @@ class WorkerState(BaseModel):
     https: bool = False  # a secured stack's: HTTPS only, behind basic auth
 
     @property
+    def name(self) -> str:
+        return f"connect-{self.alias}"
+
+    @property
     def url(self) -> str:
         return f"{'https' if self.https else 'http'}://localhost:{self.rest_port}"
 
@@ -69,7 +101,7 @@ class StackState(BaseModel):
     kafka_version: str
     run_dir: str
     settings: config.StackSettings
-    brokers: dict[str, BrokerState]
+    brokers: dict[str, ClusterState]  # each cluster's brokers, by alias
     workers: dict[str, WorkerState] = Field(default_factory=dict)
     spare_ports: list[int] = Field(default_factory=list)
     spark: SparkConnectState | None = None
@@ -92,8 +124,10 @@ class StackState(BaseModel):
     def kafka_config(self, alias: str, user: str = devsec.SUPER_USER) -> str | dict[str, Any]:
         """How a client reaches cluster `alias`: its bootstrap servers, or on a secured stack a SASL_SSL config as
         `user` (the devstack's own calls are the super user's)."""
+        return self.client_config(self.brokers[alias].bootstrap, user)
+
+    def client_config(self, bootstrap: str, user: str = devsec.SUPER_USER) -> str | dict[str, Any]:
         sec = self.security
-        bootstrap = self.brokers[alias].bootstrap
         return sec.client_config(bootstrap, user) if sec else bootstrap
 
     def connect_settings(self, alias: str) -> ConnectSettings:
@@ -125,15 +159,43 @@ class StackState(BaseModel):
         )
 
     def processes(self) -> dict[str, ProcessRecord]:
-        out = {f"broker-{a}": b.process for a, b in self.brokers.items() if b.process}
-        out.update({f"connect-{a}": w.process for a, w in self.workers.items() if w.process})
+        out = {n.name: n.process for c in self.brokers.values() for n in c.nodes if n.process}
+        out.update({w.name: w.process for w in self.workers.values() if w.process})
         if self.spark and self.spark.process:
             out["spark-connect"] = self.spark.process
         return out
 
     def all_ports(self) -> set[int]:
-        return ({p for b in self.brokers.values() for p in (b.broker_port, b.controller_port)}
+        return ({p for c in self.brokers.values() for n in c.nodes for p in (n.broker_port, n.controller_port) if p}
                 | set(self.spare_ports) | ({self.spark.port} if self.spark else set()))
+
+
+def port_layout(settings: config.StackSettings) -> list[str]:
+    """What each of a new stack's ports is for, in `--port-base` order: each cluster's brokers (a controller's
+    port after its broker's), then the Connect workers on B and on A. One broker a cluster: 6 ports."""
+    out = []
+    for alias in settings.aliases:
+        for node_id in range(1, settings.brokers + 1):
+            label = alias if settings.brokers == 1 else f"{alias}-{node_id}"
+            out += [f"broker {label}"] + ([f"controller {label}"] if node_id <= settings.voters else [])
+    return out + [f"Connect worker {settings.aliases[1]}", f"Connect worker {settings.aliases[0]}"]
+
+
+def merged(settings: config.StackSettings, overrides: dict[str, Any]) -> config.StackSettings:
+    """`settings` with the options given explicitly (`mm2` merged key by key)."""
+    data = settings.model_dump()
+    mm2 = {**data["mm2"], **overrides.get("mm2", {})}
+    data.update({k: v for k, v in overrides.items() if k != "mm2"}, mm2=mm2)
+    return config.StackSettings.model_validate(data)
+
+
+def stop_together(records: list[ProcessRecord], kill: bool = False) -> None:
+    """Stop processes at once, not one after the other: the last voter of a quorum stopped alone would wait for
+    a quorum that is gone before its controlled shutdown gave up."""
+    live = [r for r in records if r.alive()]
+    if live:
+        with ThreadPoolExecutor(len(live)) as pool:
+            list(pool.map(lambda r: r.stop(kill=kill), live))
 
 
 def new_cluster_id() -> str:
@@ -208,16 +270,22 @@ class DevStack:
         java = find_java()
         state = self.load()
         fresh = state is None
-        if fresh:
-            state = self._allocate(settings or config.StackSettings(), port_base)
-        elif settings is not None:
-            state.settings = settings
+        wanted = settings or (config.StackSettings() if state is None else state.settings)
         if overrides:
-            state = self._apply_overrides(state, overrides)
-        if not fresh and state.settings.secure != self.require().settings.secure:
-            was = "secured" if not state.settings.secure else "plaintext"
-            raise DevstackError(f"The stack in {self.run_dir} was made {was}: its listeners and data cannot change "
-                                "kind", f"mirrorbook devstack down --purge --run-dir {self.run_dir}, then up again")
+            wanted = merged(wanted, overrides)
+        # A new stack's ports and quorum follow its settings (how many brokers); an existing one keeps its own.
+        state = self._allocate(wanted, port_base) if state is None else state.model_copy(update={"settings": wanted})
+        if not fresh:
+            made = self.require().settings
+            if state.settings.secure != made.secure:
+                was = "secured" if made.secure else "plaintext"
+                raise DevstackError(f"The stack in {self.run_dir} was made {was}: its listeners and data cannot "
+                                    "change kind", f"mirrorbook devstack down --purge --run-dir {self.run_dir}, "
+                                    "then up again")
+            if state.settings.brokers != made.brokers:
+                raise DevstackError(f"The stack in {self.run_dir} was made with {made.brokers} broker(s) a cluster: "
+                                    "its quorum, ports and data are made for that many",
+                                    f"mirrorbook devstack down --purge --run-dir {self.run_dir}, then up again")
         libs = artifacts.kafka_libs()
         cp = f"{libs}/*"
         started: list[str] = []  # filled as processes start, so a failure can stop exactly those
@@ -253,27 +321,25 @@ class DevStack:
         return {"started": started, "connectors_configured": changed, "already_running": not started and not changed}
 
     def _allocate(self, settings: config.StackSettings, port_base: int | None) -> StackState:
+        layout = port_layout(settings)
         if port_base is not None:
-            wanted = list(range(port_base, port_base + PORTS_PER_STACK))
-            for p, what in zip(wanted, ("broker A", "controller A", "broker B", "controller B",
-                                        "Connect worker B", "Connect worker A")):
+            wanted = list(range(port_base, port_base + len(layout)))
+            for p, what in zip(wanted, layout):
                 ports.require_free(p, what)
         else:
-            wanted = ports.pick_free(PORTS_PER_STACK)
-        a, b = settings.aliases
-        brokers = {
-            a: BrokerState(alias=a, cluster_id=new_cluster_id(), broker_port=wanted[0], controller_port=wanted[1]),
-            b: BrokerState(alias=b, cluster_id=new_cluster_id(), broker_port=wanted[2], controller_port=wanted[3]),
-        }
+            wanted = ports.pick_free(len(layout))
+        free = iter(wanted)
+        clusters = {}
+        for alias in settings.aliases:
+            nodes = []
+            for node_id in range(1, settings.brokers + 1):
+                label = alias if settings.brokers == 1 else f"{alias}-{node_id}"
+                broker_port = next(free)
+                nodes.append(NodeState(alias=alias, node_id=node_id, label=label, broker_port=broker_port,
+                                       controller_port=next(free) if node_id <= settings.voters else None))
+            clusters[alias] = ClusterState(alias=alias, cluster_id=new_cluster_id(), nodes=nodes)
         return StackState(kafka_version=versions.KAFKA_VERSION, run_dir=str(self.run_dir), settings=settings,
-                          brokers=brokers, spare_ports=wanted[4:])
-
-    def _apply_overrides(self, state: StackState, overrides: dict[str, Any]) -> StackState:
-        data = state.settings.model_dump()
-        mm2 = {**data["mm2"], **overrides.get("mm2", {})}
-        data.update({k: v for k, v in overrides.items() if k != "mm2"}, mm2=mm2)
-        state.settings = config.StackSettings.model_validate(data)
-        return state
+                          brokers=clusters, spare_ports=list(free))
 
     def _ensure_workers_declared(self, state: StackState) -> None:
         for flow in state.flows():
@@ -298,8 +364,8 @@ class DevStack:
         started.append("spark-connect")
         self._save(state)
 
-    def _broker_dir(self, alias: str) -> Path:
-        return self.run_dir / "data" / alias
+    def _broker_dir(self, node: NodeState) -> Path:
+        return self.run_dir / "data" / node.label
 
     @property
     def _logs_dir(self) -> Path:
@@ -315,33 +381,36 @@ class DevStack:
             path.write_text(config.LOG4J2)
         return path
 
-    def _broker_config(self, broker: BrokerState, state: StackState) -> Path:
-        path = self.run_dir / "config" / f"broker-{broker.alias}.properties"
+    def _broker_config(self, node: NodeState, state: StackState) -> Path:
+        path = self.run_dir / "config" / f"{node.name}.properties"
         path.parent.mkdir(parents=True, exist_ok=True)
-        data_dir = self._broker_dir(broker.alias)
-        props = config.broker_properties(broker.broker_port, broker.controller_port, data_dir)
+        props = config.broker_properties(node.broker_port, node.controller_port, self._broker_dir(node),
+                                         node_id=node.node_id, voters=state.brokers[node.alias].voters,
+                                         replication_factor=state.settings.replication_factor)
         if state.security:
-            props.update(state.security.broker_properties(broker.broker_port, broker.controller_port))
+            props.update(state.security.broker_properties(node.broker_port, node.controller_port))
         devsec.write_private(path, config.render_properties(props).encode())  # a secured broker's has secrets
         return path
 
     def _format(self, java: str, cp: str, state: StackState) -> None:
-        def fmt(broker: BrokerState) -> None:
-            props = self._broker_config(broker, state)
-            if (self._broker_dir(broker.alias) / "meta.properties").is_file():
+        def fmt(node: NodeState) -> None:
+            props = self._broker_config(node, state)
+            if (self._broker_dir(node) / "meta.properties").is_file():
                 return
             # A secured stack's SCRAM users are bootstrap records of the format; their passwords go to the JVM
-            # in a 0600 argument file, never on its command line.
+            # in a 0600 argument file, never on its command line. The quorum is static (every node's
+            # controller.quorum.voters): the format needs no --standalone / --initial-controllers.
             secret_args = state.security.scram_format_args() if state.security else []
             run_java(java, ["-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={self._log4j()}"],
-                     cp, STORAGE_TOOL, ["format", "-t", broker.cluster_id, "-c", str(props), "--standalone"],
-                     self._log(f"format-{broker.alias}"), f"formatting the storage of cluster {broker.alias}",
-                     secret_args=secret_args, argfile=self.run_dir / "config" / f"format-{broker.alias}.args")
-        with ThreadPoolExecutor(len(state.brokers)) as pool:
-            list(pool.map(fmt, state.brokers.values()))
+                     cp, STORAGE_TOOL, ["format", "-t", state.brokers[node.alias].cluster_id, "-c", str(props)],
+                     self._log(f"format-{node.label}"), f"formatting the storage of broker {node.label}",
+                     secret_args=secret_args, argfile=self.run_dir / "config" / f"format-{node.label}.args")
+        nodes = [n for c in state.brokers.values() for n in c.nodes]
+        with ThreadPoolExecutor(min(len(nodes), 4)) as pool:
+            list(pool.map(fmt, nodes))
 
     def _start_each(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
-                    only: str | None, members: list[Any], kind: str, label: str,
+                    only: str | None, members: list[Any], label: str,
                     needs: Callable[[Any], list[tuple[int, str]]], heap_mb: int, main: str,
                     props: Callable[[Any], Path], wait: Callable[[Any, float], None],
                     extra_opts: list[str] = ()) -> None:
@@ -354,35 +423,56 @@ class DevStack:
             for port, what in needs(m):
                 ports.require_free(port, what)
             opts = config.jvm_opts(heap_mb, self._log4j(), [*extra_opts, *state.settings.extra_jvm_opts])
-            name = f"{kind}-{m.alias}"
-            m.process = start_java(java, opts, cp, main, [str(props(m))], self._log(name), f"{label} {m.alias}")
-            started.append(name)
+            m.process = start_java(java, opts, cp, main, [str(props(m))], self._log(m.name), f"{label} {m.alias}")
+            started.append(m.name)
             self._save(state)
         for m in members:
-            if f"{kind}-{m.alias}" in started:
+            if m.name in started:
                 wait(m, timeout_s)
 
     def _start_brokers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
-                       only: str | None = None) -> None:
-        self._start_each(java, cp, state, timeout_s, started, only, list(state.brokers.values()), "broker", "broker",
-                         lambda b: [(b.broker_port, f"broker {b.alias}"), (b.controller_port, f"controller {b.alias}")],
-                         state.settings.broker_heap_mb, BROKER_MAIN, lambda b: self._broker_config(b, state),
-                         lambda b, t: self._wait_broker(b, t, state))
+                       only: str | None = None, node: int | None = None) -> None:
+        """Start the brokers not running (of cluster `only`, or only its broker `node`), every one before any is
+        awaited (a quorum of three answers once two of them run); then wait until each cluster that had one
+        started lists all its brokers (a topic of three replicas can be made only then)."""
+        nodes = [n for c in state.brokers.values() for n in c.nodes if node is None or n.node_id == node]
+        self._start_each(java, cp, state, timeout_s, started, only, nodes, "broker",
+                         lambda n: [(n.broker_port, f"broker {n.label}")]
+                         + ([(n.controller_port, f"controller {n.label}")] if n.controller_port else []),
+                         state.settings.broker_heap_mb, BROKER_MAIN, lambda n: self._broker_config(n, state),
+                         lambda n, t: self._wait_broker(n, t, state))
+        for cluster in state.brokers.values():
+            if len(cluster.nodes) > 1 and any(n.name in started for n in cluster.nodes):
+                self._wait_all_brokers(cluster, timeout_s, state)
 
-    def _wait_broker(self, broker: BrokerState, timeout_s: float, state: StackState) -> None:
+    def _wait_broker(self, node: NodeState, timeout_s: float, state: StackState) -> None:
         from mirrorbook.kafka.admin import KafkaAdmin
 
-        admin = KafkaAdmin(state.kafka_config(broker.alias))
+        admin = KafkaAdmin(state.client_config(node.bootstrap))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            assert broker.process
-            if not broker.process.alive():
-                raise died_error(broker.process, f"broker {broker.alias}")
-            if ports.wait_port_open(broker.broker_port) and admin.ping(timeout_s=2.0):
+            assert node.process
+            if not node.process.alive():
+                raise died_error(node.process, f"broker {node.label}")
+            if ports.wait_port_open(node.broker_port) and admin.ping(timeout_s=2.0):
                 return
             time.sleep(0.3)
-        raise ReadinessTimeout(f"Broker {broker.alias} did not answer on {broker.bootstrap} within {timeout_s:.0f}s",
-                               f"read {broker.process.log if broker.process else 'its log'}")
+        raise ReadinessTimeout(f"Broker {node.label} did not answer on {node.bootstrap} within {timeout_s:.0f}s",
+                               f"read {node.process.log if node.process else 'its log'}")
+
+    @staticmethod
+    def _wait_all_brokers(cluster: ClusterState, timeout_s: float, state: StackState) -> None:
+        from mirrorbook.kafka.admin import KafkaAdmin
+
+        admin = KafkaAdmin(state.kafka_config(cluster.alias))
+        wanted = {n.node_id for n in cluster.nodes}
+        deadline = time.monotonic() + timeout_s
+        while (listed := admin.broker_ids()) != wanted:
+            if time.monotonic() > deadline:
+                raise ReadinessTimeout(f"Cluster {cluster.alias} lists brokers {sorted(listed)} of {sorted(wanted)} "
+                                       f"after {timeout_s:.0f}s", "read the missing brokers' logs in "
+                                       f"{cluster.nodes[0].process.log if cluster.nodes[0].process else 'logs/'}")
+            time.sleep(0.3)
 
     @staticmethod
     def _seed_sources(state: StackState) -> None:
@@ -404,8 +494,7 @@ class DevStack:
 
     def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                        only: str | None = None) -> None:
-        self._start_each(java, cp, state, timeout_s, started, only, list(state.workers.values()), "connect",
-                         "Connect worker", lambda w: [(w.rest_port, f"Connect worker {w.alias}")],
+        self._start_each(java, cp, state, timeout_s, started, only, list(state.workers.values()), "Connect worker", lambda w: [(w.rest_port, f"Connect worker {w.alias}")],
                          state.settings.connect_heap_mb, CONNECT_MAIN, lambda w: self._worker_config(w, state),
                          lambda w, t: self._wait_worker(w, t, state),
                          state.security.worker_jvm_opts() if state.security else [])
@@ -462,7 +551,7 @@ class DevStack:
     @staticmethod
     def _connector_configs(state: StackState, flow: FlowSpec, bootstraps: dict[str, str],
                            mm2: config.Mm2Settings) -> dict[str, dict[str, str]]:
-        configs = config.connector_configs(flow, bootstraps, mm2)
+        configs = config.connector_configs(flow, bootstraps, mm2, state.settings.replication_factor)
         if state.security:
             extra = state.security.connector_properties()
             configs = {name: {**cfg, **extra} for name, cfg in configs.items()}
@@ -522,9 +611,14 @@ class DevStack:
             "topology": str(self.topology_path),
             "airflow_connections": str(self.connections_path),
             "security": state.protocols(),
-            "clusters": {a: {"bootstrap_servers": b.bootstrap, "cluster_id": b.cluster_id,
-                             "pid": b.process.pid if b.process else None,
-                             "alive": bool(b.process and b.process.alive())} for a, b in state.brokers.items()},
+            "clusters": {a: {"bootstrap_servers": c.bootstrap, "cluster_id": c.cluster_id,
+                             "pid": c.nodes[0].process.pid if c.nodes[0].process else None,
+                             "alive": all(n.process and n.process.alive() for n in c.nodes),
+                             "brokers": [{"node_id": n.node_id, "bootstrap_servers": n.bootstrap,
+                                          "controller": n.controller_port is not None,
+                                          "pid": n.process.pid if n.process else None,
+                                          "alive": bool(n.process and n.process.alive())} for n in c.nodes]}
+                         for a, c in state.brokers.items()},
             "connect": {a: {"url": w.url, "pid": w.process.pid if w.process else None,
                             "alive": bool(w.process and w.process.alive()), "flows": w.flows}
                         for a, w in state.workers.items()},
@@ -556,14 +650,15 @@ class DevStack:
         stopped: list[str] = []
         if state is not None:
             procs = state.processes()
-            # Spark and the workers first (they hold clients on the brokers), then the brokers.
-            order = sorted(procs, key=lambda n: 1 if n.startswith("broker") else 0)
-            for name in order:
-                if procs[name].alive():
-                    procs[name].stop()
-                    stopped.append(name)
-            for b in state.brokers.values():
-                b.process = None
+            stopped = [name for name, rec in procs.items() if rec.alive()]
+            # Spark and the workers first (they hold clients on the brokers), then the brokers, together.
+            for name, rec in procs.items():
+                if not name.startswith("broker"):
+                    rec.stop()
+            stop_together([rec for name, rec in procs.items() if name.startswith("broker")])
+            for c in state.brokers.values():
+                for n in c.nodes:
+                    n.process = None
             for w in state.workers.values():
                 w.process = None
             if state.spark:
@@ -573,35 +668,43 @@ class DevStack:
             shutil.rmtree(self.run_dir)
         return stopped
 
-    def stop_cluster(self, alias: str, kill: bool = False, broker_only: bool = False) -> bool:
-        """Take a cluster down as a site failure would: its broker and the Connect worker that runs
+    def stop_cluster(self, alias: str, kill: bool = False, broker_only: bool = False,
+                     broker: int | None = None) -> bool:
+        """Take a cluster down as a site failure would: its brokers and the Connect worker that runs
         against it (a worker whose cluster vanished under it can stay wedged after the cluster returns).
-        `kill` is a crash (SIGKILL); `broker_only` leaves the worker running."""
+        `kill` is a crash (SIGKILL); `broker_only` leaves the worker running; `broker` stops that one broker
+        alone (its leaderships and coordinators move to the others), as a rolling restart or a lost host would."""
         state = self.require()
-        procs = [self._broker(state, alias).process]
-        if not broker_only:
-            procs += [w.process for w in state.workers.values() if w.alias == alias]
-        live = [p for p in procs if p and p.alive()]
-        for proc in reversed(live):  # the worker first, then the broker it talks to
+        cluster = self._cluster(state, alias)
+        nodes = [cluster.node(broker)] if broker is not None else cluster.nodes
+        brokers = [n.process for n in nodes if n.process and n.process.alive()]
+        workers = [] if broker_only or broker is not None else [
+            w.process for w in state.workers.values() if w.alias == alias and w.process and w.process.alive()]
+        for proc in workers:  # the worker first, then the brokers it talks to
             proc.stop(kill=kill)
-        return bool(live)
+        stop_together(brokers, kill=kill)
+        return bool(brokers or workers)
 
-    def start_cluster(self, alias: str, timeout_s: float = 120.0) -> bool:
-        """Bring a stopped cluster back with its data (and its Connect worker, with its connectors RUNNING)."""
+    def start_cluster(self, alias: str, timeout_s: float = 120.0, broker: int | None = None) -> bool:
+        """Bring a stopped cluster back with its data (and its Connect worker, with its connectors RUNNING);
+        with `broker`, that one broker alone."""
         state = self.require()
-        self._broker(state, alias)
+        cluster = self._cluster(state, alias)
+        if broker is not None:
+            cluster.node(broker)
         java = find_java()
         cp = f"{artifacts.kafka_libs()}/*"
         started: list[str] = []
-        self._start_brokers(java, cp, state, timeout_s, started, only=alias)
-        self._start_workers(java, cp, state, timeout_s, started, only=alias)
+        self._start_brokers(java, cp, state, timeout_s, started, only=alias, node=broker)
+        if broker is None:
+            self._start_workers(java, cp, state, timeout_s, started, only=alias)
         if any(name.startswith("connect-") for name in started):
             self._wait_connectors(state, timeout_s, only=alias)
         self._save(state)
         return bool(started)
 
     @staticmethod
-    def _broker(state: StackState, alias: str) -> BrokerState:
+    def _cluster(state: StackState, alias: str) -> ClusterState:
         if alias not in state.brokers:
             raise DevstackError(f"Unknown cluster alias {alias!r}; this stack has {', '.join(state.brokers)}")
         return state.brokers[alias]

@@ -155,6 +155,10 @@ class KafkaAdmin:
     def _list_all(self) -> ClusterMetadata:
         return self.client.list_topics(timeout=self.timeout)
 
+    def broker_ids(self) -> set[int]:
+        """The brokers the cluster's metadata lists now (a fenced or stopped one is not among them)."""
+        return set(self.client.list_topics(timeout=self.timeout).brokers)
+
     def cluster_id(self) -> str | None:
         return self._metadata().cluster_id
 
@@ -172,9 +176,10 @@ class KafkaAdmin:
             out += [TP(t, p) for p in range(counts[t])]
         return out
 
-    def create_topics(self, specs: Mapping[str, int], replication_factor: int = 1,
+    def create_topics(self, specs: Mapping[str, int], replication_factor: int = -1,
                       configs: Mapping[str, str] | None = None) -> list[str]:
-        """Create missing topics (name → partitions). Returns those created; existing ones are left alone."""
+        """Create missing topics (name → partitions), with the broker's default replication factor unless told.
+        Returns those created; existing ones are left alone."""
         existing = self.topics(include_internal=True)
         new = [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=dict(configs or {}))
                for t, n in specs.items() if t not in existing]

@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections import Counter
 from datetime import datetime, timezone
 import time
 import uuid
@@ -322,6 +323,103 @@ def test_a_run_killed_between_a_write_and_its_audit_record_is_settled_and_its_lo
         got = next_seqs_as_group(b, g, [TP(f"A.{tp.topic}", tp.partition) for tp in before[g]])
         assert got == {TP(f"A.{tp.topic}", tp.partition): (None if o == 40 else o) for tp, o in before[g].items()}
     assert audit.verify().ok
+
+
+def _coordinators(admin: KafkaAdmin, groups: list[str]) -> dict[str, int]:
+    """Group -> the broker coordinating it now: the leader of its __consumer_offsets partition, which Kafka picks
+    as abs(the group id's Java hashCode) % the topic's partitions."""
+    md = admin.client.list_topics("__consumer_offsets", timeout=15).topics["__consumer_offsets"]
+    out = {}
+    for g in groups:
+        h = 0
+        for ch in g:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        h = h - 2 ** 32 if h >= 2 ** 31 else h
+        out[g] = md.partitions[(0 if h == -2 ** 31 else abs(h)) % len(md.partitions)].leader
+    return out
+
+
+def test_a_target_broker_restarted_mid_write_moves_coordinators_and_the_failover_converges(fo, run_dag,
+                                                                                          audit: AuditStore,
+                                                                                          monkeypatch):
+    """B has three brokers. The run writes its groups one at a time; just before its fourth write, the broker
+    coordinating most of the groups shuts down (its leaderships and coordinators move to the other two) and
+    starts again in the background: the remaining writes — that broker's groups among them — meet coordinators
+    that moved, and one that comes back. The run converges, each group written exactly once, and every group
+    resumes on B at exactly the next record. (The hook only chooses the moment; the broker and its restart
+    are real.)"""
+    from mirrorbook.runbooks import move
+
+    tag = f"lm{uuid.uuid4().hex[:5]}"
+    topics, groups = _workload(fo, tag, ["end-3", "end-7", "5", "end", "begin", "end-11"] * 4, topics=2,
+                               partitions=3, records=60)
+    admin_a, admin_b, _, b = _admins(fo)
+    before = _source_positions(admin_a, groups)
+    coordinators = _coordinators(admin_b, groups)
+    victim = Counter(coordinators.values()).most_common(1)[0][0]
+    old_pid = fo.require().brokers["B"].node(victim).process.pid
+    written: list[str] = []
+    seen: dict[str, object] = {}
+    back = threading.Thread(target=lambda: fo.start_cluster("B", broker=victim), daemon=True)
+    write = move._alter
+
+    def alter(admin: KafkaAdmin, group: str, offsets: dict) -> dict:
+        if len(written) == 3 and "moved" not in seen:
+            fo.stop_cluster("B", broker=victim)
+            seen["moved"] = _coordinators(KafkaAdmin(fo.require().kafka_config("B")), groups)
+            seen["written_before"] = list(written)
+            back.start()
+        written.append(group)
+        return write(admin, group, offsets)
+
+    monkeypatch.setattr(move, "GROUP_WRITES_AT_ONCE", 1)
+    monkeypatch.setattr(move, "_alter", alter)
+    run = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise"))
+    back.join(timeout=180)
+    assert run.state == "success", run.failure() or run.task_states()
+    # The broker left mid-write: three groups written before, the rest after — its own groups among them — with
+    # the coordinators it held moved to the other brokers.
+    later = [g for g in groups if g not in seen["written_before"] and coordinators[g] == victim]
+    assert later and len(seen["written_before"]) == 3 and victim not in set(seen["moved"].values()), seen
+    # Each group written exactly once, and each resumes on B at exactly the next record.
+    applied = [e.request.path.rsplit("/", 1)[-1] for e in audit.events(run_id=run.run_id, action="groups.alter_offsets")
+               if e.result == "ok"]
+    assert sorted(applied) == sorted(groups) == sorted(written)
+    for g in groups:
+        got = next_seqs_as_group(b, g, [TP(f"A.{tp.topic}", tp.partition) for tp in before[g]])
+        assert got == {TP(f"A.{tp.topic}", tp.partition): (None if o == 60 else o) for tp, o in before[g].items()}, g
+    node = fo.require().brokers["B"].node(victim)
+    assert node.process.pid != old_pid and node.process.alive() and admin_b.broker_ids() == {1, 2, 3}
+
+
+def test_the_health_check_reads_through_a_target_broker_leaving_and_returning(fo, audit: AuditStore):
+    """The health check runs while one broker of B shuts down, again while it is gone, and once it is back: every
+    pass reads everything (no failed read), and none reports a loss or a state that did not happen."""
+    clients, topo = stack_clients(fo), fo.require().topology()
+    flow = topo.flow("A->B")
+    params = HealthParams(flows="A->B", max_lag=10**9, max_heartbeat_age_s=10**6, max_checkpoint_age_s=10**6)
+    admin_b = KafkaAdmin(fo.require().kafka_config("B"))
+    md = admin_b.client.list_topics("__consumer_offsets", timeout=15).topics["__consumer_offsets"]
+    victim = Counter(p.leader for p in md.partitions.values()).most_common(1)[0][0]
+    tag = uuid.uuid4().hex[:5]
+
+    def check(name: str) -> None:
+        report = run_health_check(clients, topo, [flow], params, audit, Runbook(RunInfo(run_id=f"health-{tag}-{name}"), audit))
+        [fh] = report.flows
+        assert fh.problems == [] and fh.violations == [], (name, fh.problems, fh.violations)
+        assert fh.status.state.value == "REPLICATING" and (fh.loss is None or not fh.loss.gaps), (name, fh.loss)
+
+    leaving = threading.Thread(target=fo.stop_cluster, args=("B",), kwargs={"broker": victim})
+    leaving.start()
+    try:
+        check("leaving")
+        leaving.join(timeout=120)
+        assert admin_b.broker_ids() == {1, 2, 3} - {victim}
+        check("gone")
+    finally:
+        leaving.join(timeout=120)
+        fo.start_cluster("B", broker=victim)
+    check("back")
 
 
 def test_planned_drain_timeout_fails_clearly_with_an_active_group_on_a(fo, run_dag):

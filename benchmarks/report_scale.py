@@ -102,8 +102,8 @@ def report_files(rb: Runbook, plan: TranslationPlan, out: Path) -> dict[str, Any
     report = move_report.move_report(rb, plan, None, extra)
     text = move_report.render_report(report)
     path = out / f"failover-{rb.info.run_id}.json"
-    path.write_text(json.dumps(report, indent=2, default=str))
-    xcom = {k: v for k, v in report.items() if k != "rows"} | {"report_path": str(path)}
+    path.write_text(move_report.report_json(report))
+    xcom = move_report.for_xcom(report, path)
     elapsed = time.perf_counter() - started
     return {"report_bytes": path.stat().st_size, "xcom_bytes": len(json.dumps(xcom, default=str)),
             "text_lines": len(text.splitlines()), "s": elapsed}

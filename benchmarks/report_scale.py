@@ -8,9 +8,13 @@ Two runs of the same plan: a real one (its record proof read back from a boundar
 group-partition) and a dry run (one planned offsets write per group in its audit trail) — each grows a different
 part of the XCom.
 
+And the DR drill's HTML report of the same estate (each group-partition an outcome: committed before, written
+after, re-read, skipped), as `render_html` renders it.
+
 Run: .venv/bin/python benchmarks/report_scale.py [--groups 1000]
 The last lines are `RESULT <name>=<value> <unit>`: report_bytes_g<N>, report_xcom_bytes_g<N> (the larger of the
-two runs'), report_s_g<N> (build + write + render the text, the real run).
+two runs'), report_s_g<N> (build + write + render the text, the real run), drill_html_bytes_g<N>,
+drill_html_s_g<N>.
 """
 
 from __future__ import annotations
@@ -109,6 +113,24 @@ def report_files(rb: Runbook, plan: TranslationPlan, out: Path) -> dict[str, Any
             "text_lines": len(text.splitlines()), "s": elapsed}
 
 
+def drill_html(plan: TranslationPlan) -> dict[str, Any]:
+    """The drill report's HTML of `plan`'s estate: bytes, table rows, seconds to render."""
+    from datetime import datetime, timezone
+
+    from mirrorbook.reports.drill_report import DrillSummary, PartitionOutcome, render_html
+
+    parts = [PartitionOutcome(group=r.group, source_topic=r.source_topic, target_topic=r.target_topic,
+                              partition=r.partition, a_next=r.source_offset or 0, a_high=(r.source_offset or 0) + 50,
+                              b_offset=r.offset, read_on_b=50 + r.re_read.low, re_read=r.re_read.low,
+                              skipped=r.skip.low) for r in plan.rows]
+    summary = DrillSummary(run_id="bench", flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster,
+                           translation=plan.translation, groups=plan.groups, partitions=parts,
+                           finished_at=datetime.now(timezone.utc))
+    started = time.perf_counter()
+    html = render_html(summary, "drill-bench.json")
+    return {"bytes": len(html.encode()), "rows": html.count("<tr"), "s": time.perf_counter() - started}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=1000)
@@ -123,13 +145,17 @@ def main() -> None:
         dry = Runbook(RunInfo(run_id="dry"), audit, dry_run=True)
         planned_calls(dry, plan)
         figures = {"real": report_files(real, plan, out), "dry": report_files(dry, plan, out)}
+    drill = drill_html(plan)
     for name, f in figures.items():
         print(f"  {name} run: report file {f['report_bytes']:,} bytes, XCom {f['xcom_bytes']:,} bytes, "
               f"text {f['text_lines']} lines, {f['s']:.2f} s")
     g = args.groups
+    print(f"  drill report HTML: {drill['bytes']:,} bytes, {drill['rows']:,} table rows, {drill['s']:.2f} s")
     print(f"RESULT report_bytes_g{g}={figures['real']['report_bytes']} bytes")
     print(f"RESULT report_xcom_bytes_g{g}={max(f['xcom_bytes'] for f in figures.values())} bytes")
     print(f"RESULT report_s_g{g}={figures['real']['s']:.2f} s")
+    print(f"RESULT drill_html_bytes_g{g}={drill['bytes']} bytes")
+    print(f"RESULT drill_html_s_g{g}={drill['s']:.2f} s")
 
 
 if __name__ == "__main__":

@@ -27,19 +27,20 @@ SKIPPING = {"g0733", "g0101", "g0420"}  # groups that skipped on a partition (th
 
 def _partitions(groups: int, seed: int = 6) -> list[PartitionOutcome]:
     rnd = random.Random(seed)
-    out = []
-    for g in range(groups):
-        name = f"g{g:04d}"
-        tps = [(t, p) for t, n in TOPICS.items() for p in range(n)] + ([("audit", 0)] if g < 100 else [])
-        for topic, p in tps:
-            a_next = rnd.randrange(1_000, 90_000)
-            re_read = rnd.randrange(1, 40) if rnd.random() < 0.03 else 0
-            skipped = 2 if name in SKIPPING and p == 7 else 0
-            out.append(PartitionOutcome(group=name, source_topic=topic, target_topic=f"A.{topic}", partition=p,
-                                        a_next=a_next, a_high=a_next + 50, b_offset=a_next - re_read + skipped,
-                                        b_first_seq=a_next - re_read + skipped, read_on_b=50 + re_read - skipped,
-                                        re_read=re_read, skipped=skipped))
-    return out
+    tps = [(t, p) for t, n in TOPICS.items() for p in range(n)]
+    return [_outcome(rnd, f"g{g:04d}", topic, p)
+            for g in range(groups) for topic, p in tps + ([("audit", 0)] if g < 100 else [])]
+
+
+def _outcome(rnd: random.Random, group: str, topic: str, partition: int) -> PartitionOutcome:
+    """3% of partitions re-read a few records; the SKIPPING groups skip 2 on partition 7 of each topic."""
+    a_next = rnd.randrange(1_000, 90_000)
+    re_read = rnd.randrange(1, 40) if rnd.random() < 0.03 else 0
+    skipped = 2 if group in SKIPPING and partition == 7 else 0
+    return PartitionOutcome(group=group, source_topic=topic, target_topic=f"A.{topic}", partition=partition,
+                            a_next=a_next, a_high=a_next + 50, b_offset=a_next - re_read + skipped,
+                            b_first_seq=a_next - re_read + skipped, read_on_b=50 + re_read - skipped,
+                            re_read=re_read, skipped=skipped)
 
 
 def _shots(tmp_path: Path) -> Path:

@@ -27,7 +27,6 @@ import random
 import sys
 import threading
 import time
-from pathlib import Path
 
 from bench_stack import throwaway_stack
 from failover_rto import _airflow_env, failover_dag
@@ -115,6 +114,7 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
         from mirrorbook.mm2.counts import Count
         from mirrorbook.runbooks.engine import RunInfo, Runbook
         from mirrorbook.runbooks.health import HealthParams, run_health_check
+        from mirrorbook.runbooks.move_report import read_report
 
         state = stack.require()
         a, b = state.brokers["A"].bootstrap, state.brokers["B"].bootstrap
@@ -160,7 +160,7 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
         run = dag.test(run_conf=conf)
         print(f"  DAG run {run.run_id}: {run.state}")
         arts = [x for x in audit.artifacts(run_id=run.run_id) if x.kind == "failover-report"]
-        rep = json.loads(Path(arts[-1].path).read_text())
+        rep = read_report(arts[-1].path)
         tis = {ti.task_id: ti for ti in run.get_task_instances()}
         print("  task durations: " + ", ".join(f"{t}={(ti.end_date - ti.start_date).total_seconds():.1f}s"
                                                for t, ti in sorted(tis.items()) if ti.end_date and ti.start_date))

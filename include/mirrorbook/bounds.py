@@ -47,6 +47,15 @@ def cut(text: str, limit: int = ECHO_LIMIT) -> str:
     return f"{text[:limit]}… ({len(text)} chars)"
 
 
+LISTED = 12  # items named per line, then "(+N more)"
+
+
+def listed(items: Sequence[str], limit: int = LISTED) -> str:
+    """The first `limit` items, comma-separated, then how many more there were: a line naming a thousand groups
+    names twelve."""
+    return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
 def _quoted(text: str, limit: int, quote: str) -> str:
     """`text` JSON-escaped between `quote`s, at most `limit` characters of it (an escape counts: a NUL takes
     6), then `… (N chars)` when it was longer."""

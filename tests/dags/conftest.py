@@ -168,9 +168,11 @@ class Run:
 
     def report(self) -> dict[str, Any]:
         """The failover/failback report the run's report task stored (as an audit artifact)."""
+        from mirrorbook.runbooks.move_report import read_report
+
         arts = [a for a in self.audit.artifacts(run_id=self.run_id) if a.kind.endswith("-report")]
         assert arts, f"run {self.run_id} stored no report"
-        return json.loads(Path(arts[-1].path).read_text())
+        return read_report(arts[-1].path)
 
     def failure(self) -> str:
         errors = [e.error for e in self.events() if e.kind == "step" and e.result in ("refused", "error")]

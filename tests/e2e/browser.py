@@ -37,9 +37,14 @@ def session_cookie(url: str, token: str) -> list[dict[str, Any]]:
     return [{"name": "_token", "value": token, "url": url, "httpOnly": True}]
 
 
+def real_png(shot: Path) -> None:
+    """A screenshot must be a real, non-blank PNG."""
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
+
+
 def keep(shot: Path) -> None:
     """Keep a screenshot in .artifacts/ (it must be a real, non-blank PNG)."""
-    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
+    real_png(shot)
     KEPT.mkdir(exist_ok=True)
     shutil.copyfile(shot, KEPT / shot.name)
 

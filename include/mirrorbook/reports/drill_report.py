@@ -1,9 +1,16 @@
 """The DR drill report: its data (`DrillSummary`, stored as JSON) and its HTML rendering with inline SVG
 charts — lag timeline, offsets before/after per group, step timeline. The HTML is self-contained
-(no scripts, no external resources), so it can be archived as audit evidence as is."""
+(no scripts, no external resources), so it can be archived as audit evidence as is.
+
+It stays readable at a thousand groups (150,000 group-partitions): the figures and each group's totals come
+first, the groups that skipped, were not written or re-read most on top; the chart shows the partitions to look
+at first; each listed group's partitions fold away (<details>); and what the page lists is bounded — the rest is
+in the JSON beside it, which keeps every partition.
+"""
 
 from __future__ import annotations
 
+import heapq
 import json
 from datetime import datetime
 from pathlib import Path
@@ -11,12 +18,19 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from mirrorbook.bounds import listed
 from mirrorbook.redaction import redact, redact_text
 from mirrorbook.reports.html import chart, environment
 from mirrorbook.reports.svg import Bar, Marker, Series, bar_chart, line_chart, timeline
 
 ARTIFACT_KIND = "drill-report"
 TEMPLATE = "drill.html"
+# What the page lists at most (a thousand groups' drill would otherwise be 150,000 table rows and as many bars):
+LISTED_GROUPS = 50  # groups in the summary table
+DETAIL_GROUPS = 20  # of those, the first, each with its partitions folded under it
+DETAIL_ROWS = 50  # partitions under each of them
+CHART_BARS = 30  # partitions in the offsets chart
+LISTED_PROBLEMS = 20
 _templates = environment()
 
 
@@ -104,6 +118,43 @@ class DrillSummary(BaseModel):
                 "records_lost": self.known_loss["records"] if self.known_loss else None}
 
 
+# -- per group --------------------------------------------------------------------------------------
+
+class GroupOutcome(BaseModel):
+    """One group's partitions summed; `partitions_shown`: its partitions to look at first (the page's detail)."""
+
+    group: str
+    partitions: int
+    unwritten: int  # partitions with no offset written on the target
+    skipped: int
+    duplicates: int
+    re_read: int
+    read_on_b: int
+    partitions_shown: list[PartitionOutcome] = Field(default_factory=list)
+
+
+def _first_to_look_at(p: PartitionOutcome) -> tuple[int, bool, int, int, str, int]:
+    return -p.skipped, p.b_offset is not None, -p.duplicates, -p.re_read, p.source_topic, p.partition
+
+
+def group_outcomes(partitions: list[PartitionOutcome], detail_groups: int = DETAIL_GROUPS,
+                   detail_rows: int = DETAIL_ROWS) -> list[GroupOutcome]:
+    """Every group's totals, those to look at first on top (skips, then partitions with no offset written,
+    duplicates, re-reads; then by name); the first `detail_groups` carry their first `detail_rows` partitions,
+    in the same order."""
+    by_group: dict[str, list[PartitionOutcome]] = {}
+    for p in partitions:
+        by_group.setdefault(p.group, []).append(p)
+    out = [GroupOutcome(group=g, partitions=len(ps), unwritten=sum(p.b_offset is None for p in ps),
+                        skipped=sum(p.skipped for p in ps), duplicates=sum(p.duplicates for p in ps),
+                        re_read=sum(p.re_read for p in ps), read_on_b=sum(p.read_on_b for p in ps))
+           for g, ps in by_group.items()]
+    out.sort(key=lambda g: (-g.skipped, -g.unwritten, -g.duplicates, -g.re_read, g.group))
+    for g in out[:detail_groups]:
+        g.partitions_shown = heapq.nsmallest(detail_rows, by_group[g.group], key=_first_to_look_at)
+    return out
+
+
 # -- charts ----------------------------------------------------------------------------------------
 
 def _t(summary: DrillSummary, at: datetime | None) -> float | None:
@@ -126,10 +177,14 @@ def lag_chart(s: DrillSummary) -> str:
 
 
 def offsets_chart(s: DrillSummary) -> str:
+    shown = heapq.nsmallest(CHART_BARS, s.partitions, key=_first_to_look_at)
     bars = [Bar(f"{p.group} {p.source_topic}-{p.partition}", [p.a_next, p.b_offset],
-                [f"re-read {p.re_read}", f"skipped {p.skipped}"]) for p in s.partitions]
+                [f"re-read {p.re_read}", f"skipped {p.skipped}"]) for p in shown]
+    title = ("Each group's offsets before and after the cutover, per partition" if len(shown) == len(s.partitions)
+             else f"Offsets before and after the cutover: the {len(shown)} of {len(s.partitions)} partitions that "
+                  "skipped, were not written or re-read most")
     return bar_chart(bars, [f"committed on {s.from_cluster} (before)", f"written on {s.to_cluster} (after)"],
-                     title="Each group's offsets before and after the cutover, per partition")
+                     title=title)
 
 
 def steps_chart(s: DrillSummary) -> str:
@@ -140,7 +195,7 @@ def steps_chart(s: DrillSummary) -> str:
 # -- HTML ------------------------------------------------------------------------------------------
 
 def render_html(s: DrillSummary, json_name: str) -> str:
-    facts = [("canary topics", ", ".join(s.topics)), ("canary groups", ", ".join(s.groups)),
+    facts = [("canary topics", listed(s.topics)), ("canary groups", listed(s.groups)),
              ("records produced on " + s.from_cluster, s.produced),
              ("records consumed on " + s.from_cluster, s.consumed_on_a),
              ("records consumed on " + s.to_cluster, s.consumed_on_b), ("steady replication at", s.steady_at),
@@ -154,8 +209,12 @@ def render_html(s: DrillSummary, json_name: str) -> str:
              ("records the flow lost before replication (health check)",
               s.known_loss["text"] if s.known_loss else "not known: no health check sampled the flow")]
     charts = {"lag": chart(lag_chart(s)), "offsets": chart(offsets_chart(s)), "steps": chart(steps_chart(s))}
-    return _templates.get_template(TEMPLATE).render(s=s, json_name=json_name, facts=facts, charts=charts,
-                                                    steps=[(st, _t(s, st.started_at)) for st in s.steps])
+    groups = group_outcomes(s.partitions)
+    return _templates.get_template(TEMPLATE).render(
+        s=s, json_name=json_name, facts=facts, charts=charts, steps=[(st, _t(s, st.started_at)) for st in s.steps],
+        groups=groups[:LISTED_GROUPS], groups_hidden=max(0, len(groups) - LISTED_GROUPS),
+        detail=[g for g in groups if g.partitions_shown], problems=s.problems[:LISTED_PROBLEMS],
+        problems_hidden=max(0, len(s.problems) - LISTED_PROBLEMS))
 
 
 def write_report(s: DrillSummary, out_dir: Path, stem: str) -> tuple[Path, Path]:

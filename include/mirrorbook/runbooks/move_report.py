@@ -1,16 +1,24 @@
 """The report of a move (failover, failback, the drill's cutover): offsets written, re-reads, skips, RTO, RPO
 (the unplanned failover's bound, and its exact figure once the source was reachable again), and the records the
-health check knows the flow lost before the move (DATA_LOSS, TARGET_RESET)."""
+health check knows the flow lost before the move (DATA_LOSS, TARGET_RESET).
+
+It stays readable at a thousand groups (150,000 group-partitions): the summary comes first — the run's figures,
+then one line per group, the groups to look at first on top —, and the group-partitions last, column by column
+(`plan.to_columns`: at 1,000 groups 69 MB of one indented object per row became 9.9 MB, benchmarks/report_scale.py). The report task's XCom is the
+summary with every list cut to its first few items (`for_xcom`); the whole is in the file (`read_report`).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+import json
+from pathlib import Path
 from typing import Any, Sequence
 
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
-from mirrorbook.runbooks.plan import TranslationPlan
+from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, from_columns, group_totals, to_columns
 from mirrorbook.runbooks.rpo import render_exact, render_known_lost
 from mirrorbook.runbooks.standing import SoFar, so_far
 from mirrorbook.topology import FlowSpec
@@ -44,8 +52,60 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
         out["known_loss"] = known_loss(rb.audit, plan.flow)
         out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
                    flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,
-                   rows=[r.model_dump() for r in plan.rows])
+                   groups=[t.model_dump() for t in group_totals(plan.rows)], rows=to_columns(plan.rows))
     return out
+
+
+# -- the report file and the XCom ---------------------------------------------------------------------------
+XCOM_LISTED = 10  # items of each list the report task's XCom carries (the rest: in the file)
+
+
+def report_json(report: dict[str, Any]) -> str:
+    """The report file: the summary indented, to read as it is; the rows' columns last and compact — indented,
+    they would be one line per number, 150,000 rows times 15."""
+    head = {k: v for k, v in report.items() if k != "rows"}
+    text = json.dumps(head, indent=2, default=str)
+    if "rows" not in report:
+        return text
+    rows = json.dumps(report["rows"], separators=(",", ":"), default=str)
+    return f'{text[:-2]}{"," if head else ""}\n  "rows": {rows}\n}}'
+
+
+def read_report(path: Path | str) -> dict[str, Any]:
+    """A report file as `move_report` made it, its rows one dict each (as a report kept before the columns)."""
+    report = json.loads(Path(path).read_text())
+    if "rows" in report:
+        report["rows"] = [r.model_dump() for r in report_rows(report)]
+    return report
+
+
+def report_rows(report: dict[str, Any], limit: int | None = None) -> list[PlanRow]:
+    """The report's group-partitions (the first `limit`), from its columns or from rows kept one dict each."""
+    rows = report.get("rows") or []
+    if isinstance(rows, list):
+        return [PlanRow.model_validate(r) for r in rows[:limit]]
+    return from_columns(rows, limit)
+
+
+def for_xcom(report: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    """What the report task returns (Airflow keeps it in its database, the UI shows it): the report without its
+    rows, each list cut to its first `XCOM_LISTED` items with `<key>_count` beside it — a dry run's planned calls
+    are one per group, a proof's listed rows two hundred —, and where the whole report is."""
+    return {**_listed({k: v for k, v in report.items() if k != "rows"}), "report_path": str(path)}
+
+
+def _listed(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_listed(v) for v in value[:XCOM_LISTED]]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _listed(v) for k, v in value.items()}
+    out.update({f"{k}_count": len(v) for k, v in value.items() if isinstance(v, list) and len(v) > XCOM_LISTED})
+    return out
+
+
+LISTED_GROUPS = 20  # groups the text lists (a task log, the CLI), then rows
+LISTED_ROWS = 200
 
 
 def _range(low: int, high: int | None) -> str:
@@ -98,10 +158,16 @@ def render_report(report: dict[str, Any]) -> str:
     if report.get("divergence"):
         d = report["divergence"]
         lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")
-    for r in report.get("rows", [])[:200]:
-        lines.append(f"    {r['group']:<24} {r['target_topic']}-{r['partition']:<3} offset {r['offset']:<8} "
-                     f"({r['method']}) re-read {Count.model_validate(r['re_read'])} "
-                     f"skip {Count.model_validate(r['skip'])}")
+    groups = report.get("groups") or []
+    if len(groups) > 1:
+        lines.append(f"  groups, those that may skip or have notes first ({min(len(groups), LISTED_GROUPS)} of "
+                     f"{len(groups)}):")
+        lines += [f"    {g['group']:<24} {g['partitions']} partition(s): re-read {_range(g['re_read'], g['re_read_max'])}"
+                  f", skip {_range(g['skipped'], g['skipped_max'])}; methods {g['methods']}"
+                  + (f"; {g['noted']} note(s)" if g["noted"] else "") for g in groups[:LISTED_GROUPS]]
+    for r in report_rows(report, LISTED_ROWS):
+        lines.append(f"    {r.group:<24} {r.target_topic}-{r.partition:<3} offset {r.offset:<8} "
+                     f"({r.method}) re-read {r.re_read} skip {r.skip}")
     for n in report.get("notes", []):
         lines.append(f"  note: {n}")
     return "\n".join(lines)

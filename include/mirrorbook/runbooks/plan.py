@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -95,52 +95,21 @@ class TranslationPlan(BaseModel):
 
     # -- as the run's progress keeps it ------------------------------------------------------------
     def stored(self) -> dict[str, Any]:
-        """The plan as the audit store keeps it: one list per field, text as indexes into one table of distinct
-        strings. A thousand groups' plan is 150,000 rows: as one object per row, with every string escaped and
-        checked for secrets on the way in, it took a minute to store and seconds for each task to read back;
-        this way there are a few hundred strings and plain lists of numbers."""
-        texts: dict[str, int] = {}
-        columns: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
-        for r in self.rows:
-            for c in _TEXT_COLUMNS:
-                value = getattr(r, c)
-                columns[c].append(None if value is None else texts.setdefault(value, len(texts)))
-            for c in _NUMBER_COLUMNS:
-                columns[c].append(getattr(r, c))
-            for c in _COUNT_COLUMNS:
-                count = getattr(r, c)
-                columns[f"{c}_low"].append(count.low)
-                columns[f"{c}_high"].append(count.high)
-        return {"format": STORED_FORMAT, **self.model_dump(mode="json", exclude={"rows"}), "texts": list(texts),
-                "columns": columns}
+        """The plan as the audit store keeps it: its rows column by column (`to_columns`). A thousand groups' plan
+        is 150,000 rows: as one object per row, with every string escaped and checked for secrets on the way in,
+        it took a minute to store and seconds for each task to read back; this way there are a few hundred
+        strings and plain lists of numbers."""
+        return {"format": STORED_FORMAT, **self.model_dump(mode="json", exclude={"rows"}), **to_columns(self.rows)}
 
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> TranslationPlan:
         if data.get("format") != STORED_FORMAT:  # kept by a release that stored one object per row
             return cls.model_validate(data)
-        texts, cols = data["texts"], data["columns"]
-        rows = [PlanRow(**{c: None if v is None else texts[v] for c, v in zip(_TEXT_COLUMNS, t)},
-                        **dict(zip(_NUMBER_COLUMNS, n)),
-                        re_read=Count.kept(*rr), skip=Count.kept(*sk))
-                for t, n, rr, sk in zip(zip(*(cols[c] for c in _TEXT_COLUMNS)),
-                                        zip(*(cols[c] for c in _NUMBER_COLUMNS)),
-                                        zip(cols["re_read_low"], cols["re_read_high"]),
-                                        zip(cols["skip_low"], cols["skip_high"]))]
         meta = {k: v for k, v in data.items() if k not in ("format", "texts", "columns")}
-        return cls.model_validate({**meta, "rows": []}).model_copy(update={"rows": rows})
+        return cls.model_validate({**meta, "rows": []}).model_copy(update={"rows": from_columns(data)})
 
     def totals(self) -> dict[str, Any]:
-        """Sums that stay honest: `re_read`/`skipped` are exact when `*_max` equals them; `bounded` rows
-        contribute a range (`*_max` None: no upper bound known)."""
-        re_read, skip = total(r.re_read for r in self.rows), total(r.skip for r in self.rows)
-        return {
-            "groups": len({r.group for r in self.rows}),
-            "partitions": len(self.rows),
-            "re_read": re_read.low, "re_read_max": re_read.high,
-            "skipped": skip.low, "skipped_max": skip.high,
-            "bounded": sum(not (r.re_read.is_exact and r.skip.is_exact) for r in self.rows),
-            "methods": _count(r.method for r in self.rows),
-        }
+        return totals(self.rows)
 
     def skipping(self) -> list[PlanRow]:
         """Rows whose offset may start past records the group has not read."""
@@ -161,6 +130,87 @@ def _count(items: Iterable[str]) -> dict[str, int]:
     for i in items:
         out[i] = out.get(i, 0) + 1
     return dict(sorted(out.items()))
+
+
+def totals(rows: Sequence[PlanRow]) -> dict[str, Any]:
+    """Sums that stay honest: `re_read`/`skipped` are exact when `*_max` equals them; `bounded` rows
+    contribute a range (`*_max` None: no upper bound known)."""
+    re_read, skip = total(r.re_read for r in rows), total(r.skip for r in rows)
+    return {
+        "groups": len({r.group for r in rows}),
+        "partitions": len(rows),
+        "re_read": re_read.low, "re_read_max": re_read.high,
+        "skipped": skip.low, "skipped_max": skip.high,
+        "bounded": sum(not (r.re_read.is_exact and r.skip.is_exact) for r in rows),
+        "methods": _count(r.method for r in rows),
+    }
+
+
+class GroupTotals(BaseModel):
+    """One group's share of a plan: what a report lists before any row, the groups to look at first on top."""
+
+    group: str
+    partitions: int
+    re_read: int
+    re_read_max: int | None  # None: no upper bound known
+    skipped: int
+    skipped_max: int | None
+    bounded: int  # rows counted as a range, not exactly
+    methods: dict[str, int]
+    noted: int  # rows with a note (why the row is not the proven position)
+    note: str | None = None  # the group's first note, as an example
+
+
+def _unbounded_first(high: int | None) -> float:
+    return float("inf") if high is None else high
+
+
+def group_totals(rows: Iterable[PlanRow]) -> list[GroupTotals]:
+    """Each group's totals, the ones an SRE must read first on top: those that may skip (most first, an
+    uncounted skip before any count), then those with notes, then the most re-read; then by name."""
+    by_group: dict[str, list[PlanRow]] = {}
+    for r in rows:
+        by_group.setdefault(r.group, []).append(r)
+    out = [GroupTotals(group=g, noted=sum(r.note is not None for r in rs),
+                       note=next((r.note for r in rs if r.note is not None), None),
+                       **{k: v for k, v in totals(rs).items() if k != "groups"})
+           for g, rs in by_group.items()]
+    out.sort(key=lambda t: (-_unbounded_first(t.skipped_max), -t.skipped, -t.noted,
+                            -_unbounded_first(t.re_read_max), -t.re_read, t.group))
+    return out
+
+
+# -- the rows column by column: the run's progress and the report file keep them so -------------------------
+def to_columns(rows: Iterable[PlanRow]) -> dict[str, Any]:
+    """`{"texts": [...], "columns": {field: [...]}}`: one list per field, text as indexes into one table of
+    distinct strings (a plan repeats a few hundred names over 150,000 rows), a count as its low and high."""
+    texts: dict[str, int] = {}
+    columns: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    for r in rows:
+        for c in _TEXT_COLUMNS:
+            value = getattr(r, c)
+            columns[c].append(None if value is None else texts.setdefault(value, len(texts)))
+        for c in _NUMBER_COLUMNS:
+            columns[c].append(getattr(r, c))
+        for c in _COUNT_COLUMNS:
+            count = getattr(r, c)
+            columns[f"{c}_low"].append(count.low)
+            columns[f"{c}_high"].append(count.high)
+    return {"texts": list(texts), "columns": columns}
+
+
+def from_columns(data: dict[str, Any], limit: int | None = None) -> list[PlanRow]:
+    """The rows `to_columns` made, back (the first `limit` of them: a report lists a few)."""
+    texts, cols = data["texts"], data["columns"]
+    if limit is not None:
+        cols = {c: v[:limit] for c, v in cols.items()}
+    return [PlanRow(**{c: None if v is None else texts[v] for c, v in zip(_TEXT_COLUMNS, t)},
+                    **dict(zip(_NUMBER_COLUMNS, n)),
+                    re_read=Count.kept(*rr), skip=Count.kept(*sk))
+            for t, n, rr, sk in zip(zip(*(cols[c] for c in _TEXT_COLUMNS)),
+                                    zip(*(cols[c] for c in _NUMBER_COLUMNS)),
+                                    zip(cols["re_read_low"], cols["re_read_high"]),
+                                    zip(cols["skip_low"], cols["skip_high"]))]
 
 
 def managed_groups(admin: KafkaAdmin, regex: str) -> list[str]:

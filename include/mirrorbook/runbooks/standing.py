@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import AuditRecord
-from mirrorbook.bounds import cut, shown
+from mirrorbook.bounds import cut, listed, shown
 from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
@@ -35,7 +35,6 @@ log = get_logger(__name__)
 
 READ_DEADLINE_S = 5.0  # the task has failed already: a dead worker must not hold its failure for long
 EVENTS_SEARCHED = 500  # a flow's newest audit events searched for the last state it was seen in
-LISTED = 12  # items named per line, then "(+N more)"
 OFFSETS_DONE = {"alter": "altered", "reset": "reset", "restore": "restored"}
 
 
@@ -45,10 +44,6 @@ def _clock(at: datetime) -> str:
 
 def _when(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def listed(items: list[str], limit: int = LISTED) -> str:
-    return ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
 # -- what the run did ---------------------------------------------------------------------------------

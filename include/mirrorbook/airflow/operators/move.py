@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -94,10 +93,10 @@ class GroupMoveOperator(MirrorbookBaseOperator):
             self.log.info("%s", line)
         path = artifacts_dir() / f"{move.direction}-{safe_name(rb.info.run_id)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2, default=str))
+        path.write_text(move_report.report_json(report))
         rb.audit.record_artifact(f"{move.direction}-report", rb.info.run_id, str(path),
                                  {k: report.get(k) for k in ("rto_s", "plan", "rpo", "divergence", "flow", "mode")})
-        return {k: v for k, v in report.items() if k != "rows"} | {"report_path": str(path)}
+        return move_report.for_xcom(report, path)
 
 
 def _trigger_time(context: Any) -> datetime | None:

@@ -97,5 +97,8 @@ def test_the_readmes_secured_walk_through_runs_as_written(secure_devstack: DevSt
     assert "security: kafka SASL_SSL (SCRAM-SHA-512, StandardAuthorizer ACLs), connect https + basic auth" \
         in outputs["devstack status"]
     assert '"produced": 1500' in outputs["devstack load"]
+    assert "broker 3 (controller)" in outputs["devstack status"]  # the session's stack: three brokers a cluster
+    assert "cluster B broker 2: stopped" in outputs["devstack stop"]  # ... and the flows still replicate:
+    assert "cluster B broker 2: started" in outputs["devstack start"]
     assert re.search(r"A->B\s+REPLICATING", outputs["flows"]), outputs["flows"]
     assert "orders-app" in outputs["translate"] and "skips 0 records" in outputs["translate"]

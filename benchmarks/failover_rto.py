@@ -28,8 +28,9 @@ failover_rto_s_scheduler_off / _scheduler_connect, proof_rto_ratio (dag.test()),
 scheduler_over_dag_test (scheduler / dag.test(), proofs off), and where the real scheduler's time goes: from the
 trigger to the first task, in the tasks, and between them on the critical path. The proofs-off failover runs on two
 Airflows one after the other: with the scheduler loop's own settings (failover_rto_s_scheduler_defaults_off,
-scheduler_defaults_over_dag_test; the e2e server's environment otherwise, tests/e2e/airflow_server.py) and with
-SCHEDULER_SETTINGS, the README's recommendation (the _scheduler_* figures).
+scheduler_defaults_over_dag_test; the e2e server's environment otherwise, tests/e2e/airflow_server.py), with
+SCHEDULER_SETTINGS alone (_scheduler_sleep_*), and as the README recommends: SCHEDULER_SETTINGS and mirrorbook
+preloaded in the scheduler (mirrorbook.airflow.preload; the _scheduler_* figures).
 
 With --secure the same scene is failed over on a plaintext stack and then on a secured one
 (`devstack up --secure`: the runbook's clients on SASL_SSL/SCRAM as the `mirrorbook` principal within its ACLs,
@@ -211,14 +212,17 @@ def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) ->
     env.update({f"AIRFLOW_CONN_BENCH_{cid.upper()}": json.dumps(spec) for cid, spec in conns.items()
                 if spec.get("conn_type") != "spark_connect"})
     base = {**env, **spark_env, "MIRRORBOOK_HEALTH_SCHEDULE": "none", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
-    # Airflow's scheduler settings as they come, then as the README recommends for a fast cutover, each on an
-    # Airflow of its own: the recommendation's effect, measured in the same run.
-    for label, settings in (("scheduler_defaults", {}), ("scheduler", SCHEDULER_SETTINGS)):
-        server = airflow_server.start(work / label, {**base, **settings})
+    # Airflow as it comes, then with the scheduler setting alone, then set up as the README recommends for a fast
+    # cutover (the setting, and mirrorbook preloaded in the scheduler), each on an Airflow of its own: each
+    # recommendation's effect, measured in the same run.
+    for label, settings, preload in (("scheduler_defaults", {}, False), ("scheduler_sleep", SCHEDULER_SETTINGS, False),
+                                     ("scheduler", SCHEDULER_SETTINGS, True)):
+        server = airflow_server.start(work / label, {**base, **settings}, preload=preload)
         try:
             t0 = time.monotonic()
             airflow_server.wait_ready(server, ["mm2_failover"], timeout_s=300)
-            print(f"airflow standalone ready in {time.monotonic() - t0:.1f}s at {server.url}; {settings or 'defaults'}")
+            print(f"airflow standalone ready in {time.monotonic() - t0:.1f}s at {server.url}; {settings or 'defaults'}"
+                  f"{', mirrorbook preloaded' if preload else ''}")
             api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token('admin')}"},
                                timeout=30)
             api.patch("/api/v2/dags/mm2_failover", json={"is_paused": False}).raise_for_status()  # DAGs start paused
@@ -242,6 +246,7 @@ def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) ->
     print(f"RESULT proof_rto_ratio={rtos['connect'] / rtos['off']:.2f}")
     print(f"RESULT proof_rto_ratio_scheduler={rtos['scheduler_connect'] / rtos['scheduler_off']:.2f}")
     print(f"RESULT scheduler_over_dag_test={rtos['scheduler_off'] / rtos['off']:.2f}")
+    print(f"RESULT scheduler_sleep_only_over_dag_test={rtos['scheduler_sleep_off'] / rtos['off']:.2f}")
     print(f"RESULT scheduler_defaults_over_dag_test={rtos['scheduler_defaults_off'] / rtos['off']:.2f}")
     return 0
 

@@ -3,7 +3,8 @@
 - every `mirrorbook …` line in a command block parses with the CLI's own parser (synopsis brackets
   `[--flag]` and `a | b` alternatives are read as the options and commands they name);
 - the local-Airflow recipe's exports, run by bash as written, give an Airflow that loads the repo's
-  plugin (the flows API and page) and DAGs — the long-running `airflow standalone` is the one word
+  plugin (the flows API and page) and DAGs, and imports mirrorbook's task modules as it starts (the recipe's
+  airflow_local_settings.py) — the long-running `airflow standalone` is the one word
   replaced, by `airflow plugins`, which loads the same plugins folder and exits.
 """
 
@@ -68,11 +69,14 @@ def test_the_local_airflow_recipe_loads_the_plugin_and_the_dags(tmp_path: Path) 
     for name in ("dags", "plugins", ".venv"):
         (tmp_path / name).symlink_to(REPO / name)
     script = block.replace("airflow standalone", "airflow db migrate >/dev/null && airflow plugins --output json && echo @@ && "
-                                                 "airflow dags list --local --output json --columns dag_id")
+                                                 "airflow dags list --local --output json --columns dag_id && echo @@ && "
+                                                 "python -c 'import airflow, sys; print(sorted(sys.modules))'")
     proc = subprocess.run(["bash", "-euc", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    plugins_out, dags_out = proc.stdout.split("@@")
+    plugins_out, dags_out, modules_out = proc.stdout.split("@@")
+    # Airflow imported the recipe's local settings, and with them every module a runbook's task uses.
+    assert "'mirrorbook.airflow.operators.move'" in modules_out and "'mirrorbook.runbooks.move'" in modules_out
     plugins = {p["name"]: p for p in _json_list(plugins_out)}
     assert "mirrorbook" in plugins, proc.stdout
     assert [a["url_prefix"] for a in plugins["mirrorbook"]["fastapi_apps"]] == ["/mirrorbook"]

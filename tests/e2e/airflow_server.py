@@ -96,8 +96,17 @@ def airflow_env(home: Path, port: int, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start(home: Path, extra_env: dict[str, str]) -> AirflowServer:
+# What README.md has a deployment put in $AIRFLOW_HOME/config ("Scheduler settings for a fast cutover").
+LOCAL_SETTINGS = "import mirrorbook.airflow.preload\n"
+
+
+def start(home: Path, extra_env: dict[str, str], preload: bool = True) -> AirflowServer:
+    """`airflow standalone` in `home`; with `preload`, set up as README.md recommends (mirrorbook's task modules
+    imported once in the scheduler, before it forks task processes)."""
     home.mkdir(parents=True, exist_ok=True)
+    if preload:
+        (home / "config").mkdir(exist_ok=True)
+        (home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
     port = free_port()
     env = airflow_env(home, port, extra_env)
     log_path = home / "standalone.log"

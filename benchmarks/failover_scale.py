@@ -314,6 +314,8 @@ def main() -> int:
     ap.add_argument("--proofs", default="off", help="off and/or connect (a warm Spark Connect server)")
     ap.add_argument("--proof-sizes", default=None, help="sizes to run the proofs at (default: --sizes)")
     ap.add_argument("--records", type=int, default=500, help="records per partition, on average")
+    ap.add_argument("--spark-driver-mb", type=int, default=None,
+                    help="the Spark Connect server's driver memory (default: the devstack's, 1024)")
     ap.add_argument("--baseline", default=None, help="a git ref whose code is measured beside ours")
     ap.add_argument("--no-health", action="store_true")
     ap.add_argument("--no-failover", action="store_true")
@@ -362,7 +364,7 @@ def main() -> int:
                 runs.append(("precise", "spark"))
             for translation, parity in runs:
                 if parity == "spark" and not spark_conn:
-                    spark_conn = start_spark(stack)
+                    spark_conn = start_spark(stack, args.spark_driver_mb)
                 for v in versions:
                     job = {"kind": "failover", "translation": translation, "groups": regex, "parity": parity}
                     env = v.env(topo_path, work / f"audit-{v.name}.db", spark_conn if parity == "spark" else None)
@@ -405,12 +407,15 @@ def scene_stack(args: argparse.Namespace) -> Iterator[tuple[Path, Any]]:
     yield work, stack
 
 
-def start_spark(stack: Any) -> dict[str, str]:
-    """The stack's Spark Connect server, started and warmed as failover_rto.py does (a running server has paid
-    its first query); its connection as environment variables for the children."""
+def start_spark(stack: Any, driver_mb: int | None) -> dict[str, str]:
+    """The stack's Spark Connect server (with `driver_mb` of driver memory), started and warmed as
+    failover_rto.py does (a running server has paid its first query); its connection as environment variables
+    for the children."""
     sys.path.insert(0, str(BENCH))
     from failover_rto import _spark_connect
 
+    if driver_mb:
+        stack.up(overrides={"spark": True, "spark_driver_memory_mb": driver_mb})
     return _spark_connect(stack)
 
 

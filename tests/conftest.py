@@ -66,14 +66,16 @@ def devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
 
 
 def secure_stack_settings() -> StackSettings:
-    return stack_settings().model_copy(update={"secure": True, "brokers": 3})
+    return stack_settings().model_copy(update={"secure": True, "brokers_of": {"B": 3}})
 
 
 @pytest.fixture(scope="session")
 def secure_devstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    """The secured stack — three SASL_SSL/SCRAM brokers a cluster (a KRaft quorum of three; every topic three
-    replicas, two in sync required) with ACLs, Connect on HTTPS + basic auth, both flows — what
-    `mirrorbook devstack up --secure --brokers 3` starts: the secured and the multi-broker path in one stack. Started by the first test that asks (the failover module, the
+    """The secured stack — SASL_SSL/SCRAM brokers with ACLs, three on B (a KRaft quorum of three; every topic on B
+    three replicas, two in sync required: the failover target whose brokers the tests restart) and one on A,
+    Connect on HTTPS + basic auth, both flows — what `mirrorbook devstack up --secure --brokers B=3` starts: the
+    secured and the multi-broker path in one stack (three brokers on A too would cost the whole suite their
+    upkeep and test nothing B's do not). Started by the first test that asks (the failover module, the
     secured runbooks, the refusals, the secret scan); the others never pay for it."""
     stack = DevStack(tmp_path_factory.mktemp("devstack-secure"))
     stack.up(secure_stack_settings())

@@ -45,9 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="SASL_SSL brokers (SCRAM-SHA-512, ACLs per principal), Connect on HTTPS with basic auth; "
                          "a throwaway CA and the secrets in 0600 files of the run dir, the secrets only in "
                          "airflow-connections.json (chosen at the stack's first up)")
-    up.add_argument("--brokers", type=int, help="brokers per cluster (default 1); with 3 or more the first three "
-                    "are the KRaft controller quorum, and every topic (internal ones, MM2's and Connect's too) has "
-                    "min(3, N) replicas (chosen at the stack's first up)")
+    up.add_argument("--brokers", action="append", metavar="[ALIAS=]N", type=brokers_arg,
+                    help="brokers per cluster (default 1), or of one cluster (B=3; repeatable); with 3 or more the "
+                         "first three are the cluster's KRaft controller quorum, and every topic on it (internal ones, "
+                         "MM2's and Connect's too) has min(3, N) replicas (chosen at the stack's first up)")
     up.add_argument("--port-base", type=int, help="use consecutive ports from BASE instead of free ones (6 with one "
                                                   "broker a cluster, 14 with three; the Spark Connect server takes "
                                                   "a free one)")
@@ -104,6 +105,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     ld.set_defaults(func=cmd_load)
 
 
+def brokers_arg(text: str) -> tuple[str | None, int]:
+    """`--brokers 3` (every cluster) or `--brokers B=3` (cluster B)."""
+    alias, _, count = text.rpartition("=")
+    try:
+        return alias or None, int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a count (3) or a cluster and its count (B=3)") from None
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     mm2: dict[str, Any] = {}
     for flag, field in MM2_FLAGS.items():
@@ -118,9 +128,13 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     for flag in ("reverse", "spark", "secure"):
         if getattr(args, flag):
             out[flag] = True
-    for flag, field in (("brokers", "brokers"), ("spark_driver_mb", "spark_driver_memory_mb")):
-        if getattr(args, flag) is not None:
-            out[field] = getattr(args, flag)
+    for alias, n in args.brokers or []:
+        if alias is None:
+            out["brokers"] = n
+        else:
+            out.setdefault("brokers_of", {})[alias] = n
+    if args.spark_driver_mb is not None:
+        out["spark_driver_memory_mb"] = args.spark_driver_mb
     return out
 
 

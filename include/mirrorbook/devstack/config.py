@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mirrorbook.mm2.internal_topics import OffsetSyncsLocation
 from mirrorbook.topology import FlowSpec, PolicyName
@@ -39,9 +41,11 @@ class Mm2Settings(BaseModel):
 class StackSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     aliases: tuple[str, str] = ("A", "B")
-    # Brokers per cluster. With 3 or more, the first three are also the KRaft controllers (a quorum of 3 survives
-    # the loss of any one node, at no extra JVM); with 2, the first alone (a quorum of 2 survives no loss at all).
+    # Brokers per cluster (`brokers_of`: a cluster's own count, e.g. a DR target larger than its source). With 3 or
+    # more, the first three are also the KRaft controllers (a quorum of 3 survives the loss of any one node, at no
+    # extra JVM); with 2, the first alone (a quorum of 2 survives no loss at all).
     brokers: int = Field(1, ge=1, le=9)
+    brokers_of: dict[str, Annotated[int, Field(ge=1, le=9)]] = Field(default_factory=dict)
     reverse: bool = False
     mm2: Mm2Settings = Field(default_factory=Mm2Settings)
     broker_heap_mb: int = 320
@@ -55,14 +59,24 @@ class StackSettings(BaseModel):
     # a stack's listeners and data are made for one or the other.
     secure: bool = False
 
-    @property
-    def replication_factor(self) -> int:
-        """Every topic's, internal ones included: min(3, brokers), as a production cluster's would be."""
-        return min(3, self.brokers)
+    @model_validator(mode="after")
+    def _known_clusters(self) -> "StackSettings":
+        unknown = sorted(set(self.brokers_of) - set(self.aliases))
+        if unknown:
+            raise ValueError(f"brokers_of names {', '.join(unknown)}: this stack's clusters are "
+                             f"{', '.join(self.aliases)}")
+        return self
 
-    @property
-    def voters(self) -> int:
-        return 3 if self.brokers >= 3 else 1
+    def count(self, alias: str) -> int:
+        """Cluster `alias`'s brokers."""
+        return self.brokers_of.get(alias, self.brokers)
+
+    def replication_factor(self, alias: str) -> int:
+        """Every topic's on cluster `alias`, internal ones included: min(3, brokers), as a production cluster's."""
+        return min(3, self.count(alias))
+
+    def voters(self, alias: str) -> int:
+        return 3 if self.count(alias) >= 3 else 1
 
 
 def jvm_opts(heap_mb: int, log4j: Path, extra: list[str]) -> list[str]:
@@ -135,10 +149,10 @@ def worker_properties(alias: str, bootstrap: str, rest_port: int, settings: Stac
         "config.storage.topic": f"connect-configs-{alias}.internal",
         "offset.storage.topic": f"connect-offsets-{alias}.internal",
         "status.storage.topic": f"connect-status-{alias}.internal",
-        "config.storage.replication.factor": settings.replication_factor,
-        "offset.storage.replication.factor": settings.replication_factor,
+        "config.storage.replication.factor": settings.replication_factor(alias),
+        "offset.storage.replication.factor": settings.replication_factor(alias),
         "offset.storage.partitions": 5,
-        "status.storage.replication.factor": settings.replication_factor,
+        "status.storage.replication.factor": settings.replication_factor(alias),
         "status.storage.partitions": 1,
         "offset.flush.interval.ms": settings.offset_flush_interval_ms,
         "plugin.discovery": "service_load",
@@ -148,10 +162,12 @@ def worker_properties(alias: str, bootstrap: str, rest_port: int, settings: Stac
 
 
 def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settings,
-                      replication_factor: int = 1) -> dict[str, dict[str, str]]:
-    """The three MM2 connector configs of one flow, keyed by connector name; the topics MM2 creates (remote
-    topics and its internal ones) with `replication_factor` replicas."""
-    rf = str(replication_factor)
+                      replication: Mapping[str, int] | None = None) -> dict[str, dict[str, str]]:
+    """The three MM2 connector configs of one flow, keyed by connector name; the topics MM2 creates with the
+    replication factor of the cluster they live on (`replication`: alias -> factor, 1 when absent): the remote
+    topics, checkpoints and heartbeats on the target, the offset-syncs where `offset_syncs_location` says."""
+    rf = {alias: str((replication or {}).get(alias, 1)) for alias in (flow.source, flow.target)}
+    syncs_on = flow.source if mm2.offset_syncs_location == "source" else flow.target
     common = {
         "source.cluster.alias": flow.source,
         "target.cluster.alias": flow.target,
@@ -162,10 +178,10 @@ def connector_configs(flow: FlowSpec, bootstraps: dict[str, str], mm2: Mm2Settin
         "key.converter": BYTES,
         "value.converter": BYTES,
         "header.converter": BYTES,
-        "replication.factor": rf,
-        "offset-syncs.topic.replication.factor": rf,
-        "checkpoints.topic.replication.factor": rf,
-        "heartbeats.topic.replication.factor": rf,
+        "replication.factor": rf[flow.target],
+        "offset-syncs.topic.replication.factor": rf[syncs_on],
+        "checkpoints.topic.replication.factor": rf[flow.target],
+        "heartbeats.topic.replication.factor": rf[flow.target],
         "offset.lag.max": str(mm2.offset_lag_max),
         "topics": mm2.topics,
         "groups": mm2.groups,

@@ -175,9 +175,9 @@ def port_layout(settings: config.StackSettings) -> list[str]:
     port after its broker's), then the Connect workers on B and on A. One broker a cluster: 6 ports."""
     out = []
     for alias in settings.aliases:
-        for node_id in range(1, settings.brokers + 1):
-            label = alias if settings.brokers == 1 else f"{alias}-{node_id}"
-            out += [f"broker {label}"] + ([f"controller {label}"] if node_id <= settings.voters else [])
+        for node_id in range(1, settings.count(alias) + 1):
+            label = alias if settings.count(alias) == 1 else f"{alias}-{node_id}"
+            out += [f"broker {label}"] + ([f"controller {label}"] if node_id <= settings.voters(alias) else [])
     return out + [f"Connect worker {settings.aliases[1]}", f"Connect worker {settings.aliases[0]}"]
 
 
@@ -282,9 +282,11 @@ class DevStack:
                 raise DevstackError(f"The stack in {self.run_dir} was made {was}: its listeners and data cannot "
                                     "change kind", f"mirrorbook devstack down --purge --run-dir {self.run_dir}, "
                                     "then up again")
-            if state.settings.brokers != made.brokers:
-                raise DevstackError(f"The stack in {self.run_dir} was made with {made.brokers} broker(s) a cluster: "
-                                    "its quorum, ports and data are made for that many",
+            counts = lambda s: {a: s.count(a) for a in s.aliases}  # noqa: E731
+            if counts(state.settings) != counts(made):
+                shown = ", ".join(f"{a}: {n}" for a, n in counts(made).items())
+                raise DevstackError(f"The stack in {self.run_dir} was made with brokers {shown}: its quorums, "
+                                    "ports and data are made for those counts",
                                     f"mirrorbook devstack down --purge --run-dir {self.run_dir}, then up again")
         libs = artifacts.kafka_libs()
         cp = f"{libs}/*"
@@ -332,11 +334,11 @@ class DevStack:
         clusters = {}
         for alias in settings.aliases:
             nodes = []
-            for node_id in range(1, settings.brokers + 1):
-                label = alias if settings.brokers == 1 else f"{alias}-{node_id}"
+            for node_id in range(1, settings.count(alias) + 1):
+                label = alias if settings.count(alias) == 1 else f"{alias}-{node_id}"
                 broker_port = next(free)
                 nodes.append(NodeState(alias=alias, node_id=node_id, label=label, broker_port=broker_port,
-                                       controller_port=next(free) if node_id <= settings.voters else None))
+                                       controller_port=next(free) if node_id <= settings.voters(alias) else None))
             clusters[alias] = ClusterState(alias=alias, cluster_id=new_cluster_id(), nodes=nodes)
         return StackState(kafka_version=versions.KAFKA_VERSION, run_dir=str(self.run_dir), settings=settings,
                           brokers=clusters, spare_ports=list(free))
@@ -386,7 +388,7 @@ class DevStack:
         path.parent.mkdir(parents=True, exist_ok=True)
         props = config.broker_properties(node.broker_port, node.controller_port, self._broker_dir(node),
                                          node_id=node.node_id, voters=state.brokers[node.alias].voters,
-                                         replication_factor=state.settings.replication_factor)
+                                         replication_factor=state.settings.replication_factor(node.alias))
         if state.security:
             props.update(state.security.broker_properties(node.broker_port, node.controller_port))
         devsec.write_private(path, config.render_properties(props).encode())  # a secured broker's has secrets
@@ -551,7 +553,11 @@ class DevStack:
     @staticmethod
     def _connector_configs(state: StackState, flow: FlowSpec, bootstraps: dict[str, str],
                            mm2: config.Mm2Settings) -> dict[str, dict[str, str]]:
-        configs = config.connector_configs(flow, bootstraps, mm2, state.settings.replication_factor)
+        replication = {a: state.settings.replication_factor(a) for a in state.brokers}
+        if flow.source not in replication:  # an alias of another cluster (alias_flow): the cluster its bootstrap is
+            replication[flow.source] = next((replication[a] for a, c in state.brokers.items()
+                                             if c.bootstrap == bootstraps[flow.source]), 1)
+        configs = config.connector_configs(flow, bootstraps, mm2, replication)
         if state.security:
             extra = state.security.connector_properties()
             configs = {name: {**cfg, **extra} for name, cfg in configs.items()}

@@ -14,7 +14,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, Field
 
@@ -170,14 +170,20 @@ class StackState(BaseModel):
                 | set(self.spare_ports) | ({self.spark.port} if self.spark else set()))
 
 
+def planned_nodes(settings: config.StackSettings) -> Iterator[tuple[str, int, str, bool]]:
+    """Each node a new stack has, in `--port-base` order: (cluster alias, node id, label, is a controller)."""
+    for alias in settings.aliases:
+        count = settings.count(alias)
+        for node_id in range(1, count + 1):
+            yield alias, node_id, alias if count == 1 else f"{alias}-{node_id}", node_id <= settings.voters(alias)
+
+
 def port_layout(settings: config.StackSettings) -> list[str]:
     """What each of a new stack's ports is for, in `--port-base` order: each cluster's brokers (a controller's
     port after its broker's), then the Connect workers on B and on A. One broker a cluster: 6 ports."""
     out = []
-    for alias in settings.aliases:
-        for node_id in range(1, settings.count(alias) + 1):
-            label = alias if settings.count(alias) == 1 else f"{alias}-{node_id}"
-            out += [f"broker {label}"] + ([f"controller {label}"] if node_id <= settings.voters(alias) else [])
+    for _, _, label, controller in planned_nodes(settings):
+        out += [f"broker {label}"] + ([f"controller {label}"] if controller else [])
     return out + [f"Connect worker {settings.aliases[1]}", f"Connect worker {settings.aliases[0]}"]
 
 
@@ -270,13 +276,13 @@ class DevStack:
         java = find_java()
         state = self.load()
         fresh = state is None
-        wanted = settings or (config.StackSettings() if state is None else state.settings)
+        made = None if state is None else state.settings  # what an existing stack was made with
+        wanted = settings or made or config.StackSettings()
         if overrides:
             wanted = merged(wanted, overrides)
         # A new stack's ports and quorum follow its settings (how many brokers); an existing one keeps its own.
         state = self._allocate(wanted, port_base) if state is None else state.model_copy(update={"settings": wanted})
-        if not fresh:
-            made = self.require().settings
+        if made is not None:
             if state.settings.secure != made.secure:
                 was = "secured" if made.secure else "plaintext"
                 raise DevstackError(f"The stack in {self.run_dir} was made {was}: its listeners and data cannot "
@@ -331,15 +337,12 @@ class DevStack:
         else:
             wanted = ports.pick_free(len(layout))
         free = iter(wanted)
-        clusters = {}
-        for alias in settings.aliases:
-            nodes = []
-            for node_id in range(1, settings.count(alias) + 1):
-                label = alias if settings.count(alias) == 1 else f"{alias}-{node_id}"
-                broker_port = next(free)
-                nodes.append(NodeState(alias=alias, node_id=node_id, label=label, broker_port=broker_port,
-                                       controller_port=next(free) if node_id <= settings.voters(alias) else None))
-            clusters[alias] = ClusterState(alias=alias, cluster_id=new_cluster_id(), nodes=nodes)
+        clusters = {alias: ClusterState(alias=alias, cluster_id=new_cluster_id(), nodes=[])
+                    for alias in settings.aliases}
+        for alias, node_id, label, controller in planned_nodes(settings):
+            broker_port = next(free)  # a controller's port after its broker's, as port_layout names them
+            clusters[alias].nodes.append(NodeState(alias=alias, node_id=node_id, label=label, broker_port=broker_port,
+                                                   controller_port=next(free) if controller else None))
         return StackState(kafka_version=versions.KAFKA_VERSION, run_dir=str(self.run_dir), settings=settings,
                           brokers=clusters, spare_ports=list(free))
 

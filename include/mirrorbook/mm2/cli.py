@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where the flow's offset-syncs topic lives (MM2's offset-syncs.topic.location); "
                         "default: what the flow's replication backend says")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or include/topology.yaml)")
+    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or the package's example)")
     p.set_defaults(func=cmd_translate)
 
 

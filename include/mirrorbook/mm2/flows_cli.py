@@ -13,7 +13,7 @@ from mirrorbook.replication import all_status
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("flows", help="flows with KIP-1144 state, connector/task states and replication lag")
-    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or include/topology.yaml)")
+    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or the package's example)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--partitions", action="store_true", help="also print lag per partition")
     p.set_defaults(func=cmd_flows)

@@ -54,7 +54,8 @@ def test_the_flow_now_names_each_part_and_where_its_state_comes_from():
         PartNow(role="heartbeat", status=None)])
     assert read.render() == ("flow A->B now: source PAUSED, checkpoint RUNNING (tasks 0:FAILED), heartbeat absent "
                              "(read at 12:03:04Z from Connect cluster B (http://b:8083))")
-    last = FlowNow(flow="A->B", place="Connect cluster B (http://b:8083)", unreadable="no answer", parts=[
+    last = FlowNow(flow="A->B", place="Connect cluster B (http://b:8083)",
+                   unreadable="Connect cluster B (http://b:8083) could not be read now (no answer)", parts=[
         PartNow(role="source", status=status("source", "PAUSED"), source="pause accepted, run r1", at=AT),
         PartNow(role="checkpoint", known=False)])
     assert last.render() == ("flow A->B: Connect cluster B (http://b:8083) could not be read now (no answer); "

@@ -7,7 +7,8 @@ connections itself, first found wins:
    a value starting with `{` is the JSON form (`Connection.from_json`), anything else the URI form
    (`Connection.from_uri` of the Task SDK: `kafka-connect://user:pass@host:8443/https?use_tls=true`, query
    values kept as text, or `?__extra__=<JSON>`). Read here, without Airflow: the shell's variable is what the
-   command uses, and Airflow is not even imported when every id is found this way.
+   command uses, and Airflow is not even imported when every id is found this way. (Airflow itself asks a
+   configured secrets backend before these variables; an id defined in both is the one place the two differ.)
 2. Airflow's own lookup, where Airflow is installed and configured (`mirrorbook.airflow.lookup`): its secrets
    backend ([secrets] backend / [workers] secrets_backend) through the Task SDK's public `BaseHook.get_connection`,
    then its metadata DB through Airflow's own `airflow connections export`.
@@ -36,7 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from mirrorbook.booleans import parse_bool
 from mirrorbook.bounds import closest, cut, quoted, unknown_keys
 from mirrorbook.connect import ConnectSettings
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import MirrorbookError, Refused
 
 CONNECT_CONN_TYPE = "kafka_connect"
 KAFKA_CONN_TYPE = "kafka"
@@ -51,9 +52,9 @@ EXTRA_KEY = "__extra__"  # a URI's query key holding the whole extra as JSON (Ai
 CONNECT_EXTRAS = ("use_tls", "verify", "client_cert", "client_key", "timeout", "retry_deadline")
 
 
-class ConnectionInvalid(MirrorbookError):
+class ConnectionInvalid(Refused):
     """A connection found for an id that cannot be used as written. Says where it was found and which field is
-    wrong — never a value."""
+    wrong — never a value. Refused before anything is asked of a cluster; trying again cannot help."""
 
 
 def _extra(extra: Mapping[str, Any], name: str) -> Any:
@@ -133,7 +134,8 @@ def kafka_config_from_connection(conn: Any) -> dict[str, Any]:
         close = [k for k in config if closest(k, ["bootstrap.servers"])]
         raise ConnectionInvalid(f"The {_named(conn)} has no bootstrap.servers in its extra"
                                 + (f" ({quoted(close[0])} — did you mean 'bootstrap.servers'?)" if close else ""),
-                                "its extra is the Kafka client config: bootstrap.servers, security.protocol, sasl.* …")
+                                "its extra is the Kafka client config: bootstrap.servers, security.protocol, "
+                                "sasl.* …")
     return config
 
 
@@ -374,8 +376,9 @@ def load_connections(path: str | Path) -> dict[str, FileConnection]:
     return connections_of(data, f"Connections file {p}")
 
 
-def connections_of(data: Any, what: str) -> dict[str, FileConnection]:
-    """Connections in Airflow's import form (`{conn_id: {fields}}`), `what` naming where they come from."""
+def connections_of(data: Any, what: str, origin: str | None = None) -> dict[str, FileConnection]:
+    """Connections in Airflow's import form (`{conn_id: {fields}}`), `what` naming where they come from in a
+    refusal (a sentence's start), `origin` in each connection (default: `what`, as said mid-sentence)."""
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise MirrorbookError(f"{what} must map connection ids to objects (Airflow's import form)")
     out = {}
@@ -392,7 +395,7 @@ def connections_of(data: Any, what: str) -> dict[str, FileConnection]:
         out[conn_id] = FileConnection(conn_id=conn_id, conn_type=str(spec.get("conn_type", "")),
                                       host=spec.get("host"), port=port, schema=spec.get("schema"),
                                       login=spec.get("login"), password=spec.get("password"), extra_dejson=extra,
-                                      origin=f"{what[:1].lower()}{what[1:]}")
+                                      origin=origin or f"{what[:1].lower()}{what[1:]}")
     return out
 
 

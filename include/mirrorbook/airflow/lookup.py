@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 from mirrorbook.bounds import cut, quoted
 from mirrorbook.connections import FileConnection, connections_of, from_fields
 from mirrorbook.errors import MirrorbookError
 
-EXPORT_TIMEOUT_S = 60.0
+EXPORT_TIMEOUT_S = 180.0  # Airflow's CLI imports every provider: seconds when idle, minutes on a host under load
 # Settings that make an Airflow installation "configured" without an airflow.cfg (a container's environment).
 CONFIG_VARS = ("AIRFLOW__SECRETS__BACKEND", "AIRFLOW__WORKERS__SECRETS_BACKEND", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
 
@@ -43,6 +45,23 @@ def configured() -> bool:
     """Airflow here has been set up (its airflow.cfg exists, or the environment names a secrets backend or a
     metadata DB): only then is it asked. A merely installed Airflow has no connections to give."""
     return config_file().is_file() or any(os.environ.get(v) for v in CONFIG_VARS)
+
+
+@contextlib.contextmanager
+def _cli_logging_kept() -> Iterator[None]:
+    """Importing Airflow configures logging for an Airflow process (its handlers; loggers that exist already,
+    mirrorbook's among them, disabled): put back the command's own (`mirrorbook -v`)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    ours = {name: lg.disabled for name, lg in logging.root.manager.loggerDict.items()
+            if name.startswith("mirrorbook") and isinstance(lg, logging.Logger)}
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for name, disabled in ours.items():
+            logging.getLogger(name).disabled = disabled
 
 
 class AirflowSource:
@@ -61,8 +80,8 @@ class AirflowSource:
 
     def _backend(self, conn_id: str) -> FileConnection | None:
         # Airflow logs its warnings to stdout, which is the command's output (`mirrorbook flows --json`): they go
-        # to stderr while Airflow is imported and asked.
-        with contextlib.redirect_stdout(sys.stderr):
+        # to stderr while Airflow is imported and asked; and the logging Airflow sets up is the CLI's again after.
+        with contextlib.redirect_stdout(sys.stderr), _cli_logging_kept():
             from airflow.sdk import BaseHook
             from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -73,15 +92,22 @@ class AirflowSource:
             except Exception as exc:  # e.g. the backend denied it: its type and words (Airflow's, never a secret)
                 raise MirrorbookError(f"Airflow's secrets backend refused or failed to give connection "
                                       f"{quoted(conn_id)}: {type(exc).__name__}: {cut(str(exc))}") from exc
-        return from_fields(conn_id, f"Airflow's secrets backend, connection {quoted(conn_id)}",
+        return from_fields(conn_id, "Airflow's secrets backend",
                            conn_type=conn.conn_type, host=conn.host, port=conn.port, schema=conn.schema,
                            login=conn.login, password=conn.password, extra=conn.extra)
 
     def _metadata_db(self) -> dict[str, FileConnection]:
         if self._db is None:
             self._db = {}
-            done = subprocess.run([sys.executable, "-m", "airflow", "connections", "export", "-", "--file-format",
-                                   "json"], capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, check=False)
+            try:
+                done = subprocess.run([sys.executable, "-m", "airflow", "connections", "export", "-",
+                                       "--file-format", "json"], capture_output=True, text=True,
+                                      timeout=EXPORT_TIMEOUT_S, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                self._db_error = (f"not readable: `airflow connections export` did not answer within "
+                                  f"{EXPORT_TIMEOUT_S:.0f}s" if isinstance(exc, subprocess.TimeoutExpired) else
+                                  f"not readable: `airflow connections export` could not run ({type(exc).__name__})")
+                return self._db
             start = done.stdout.find("{")
             try:
                 data = json.loads(done.stdout[start:done.stdout.rindex("}") + 1]) if start >= 0 else None
@@ -93,5 +119,5 @@ class AirflowSource:
                 said = next((ln for ln in reversed(lines) if re.search(r"\w*Error\b", ln)), lines[-1])
                 self._db_error = f"not readable: `airflow connections export` exited {done.returncode}: {cut(said)}"
                 return self._db
-            self._db = connections_of(data, "Airflow's metadata DB")
+            self._db = connections_of(data, "Airflow's metadata DB", "Airflow's metadata DB")
         return self._db

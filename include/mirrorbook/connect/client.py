@@ -257,8 +257,9 @@ def _transport_error(exc: httpx.HTTPError, timeout_s: float, where: Where, verif
                                     "the worker's certificate")
     if where.url.startswith("http://") and ("illegal request line" in text.lower() or "WRONG_VERSION" in text):
         return ConnectTlsError("the worker answers only HTTPS on this port, and the call was sent as plain HTTP",
-                               untrusted=False, where=where, hint=f"set use_tls=true (schema https) in "
-                                                                 f"{where.connection_label}, and `verify` to its CA file")
+                               untrusted=False, where=where,
+                               hint=f"set use_tls=true (schema https) in {where.connection_label}, and `verify` to its "
+                                    "CA file")
     refused = _refusal(exc) if isinstance(exc, httpx.ConnectError) else None
     # The same words from both transports (the async one says "Connect call failed ('127.0.0.1', 9)").
     reason = f"[Errno {refused.errno}] {os.strerror(refused.errno)}" if refused and refused.errno else str(exc)

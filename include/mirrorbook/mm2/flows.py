@@ -329,7 +329,8 @@ async def _guard(aw: Any, errors: list[str], what: str, default: Any) -> Any:
     try:
         return await aw
     except Exception as exc:  # a down cluster must not hide the rest of the status
-        errors.append(f"{what}: {exc}")
+        # A refusal names its cluster and leads with who refused what: said as it is.
+        errors.append(str(exc) if isinstance(exc, Refused) else f"{what}: {exc}")
         return default
 
 

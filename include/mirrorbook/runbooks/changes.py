@@ -10,7 +10,7 @@ line.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable, Iterable
 from urllib.parse import unquote
 
 from mirrorbook.bounds import cut, listed, shown
@@ -75,3 +75,22 @@ class Changes:
 
     def __str__(self) -> str:
         return listed(self.lines())
+
+
+def roles_noted(events: Iterable[Any]) -> dict[str, str]:
+    """`A->B source` for each connector a step noted it acted on (`step.note(connector=…, role=…)`)."""
+    out = {}
+    for e in events:
+        connector, role = e.details.get("connector"), e.details.get("role")
+        if e.kind == "step" and e.flow and isinstance(connector, str) and isinstance(role, str):
+            out[connector] = f"{e.flow} {role}"
+    return out
+
+
+def accepted(events: Iterable[Any], role_of: RoleOf) -> Changes:
+    """The changes of the accepted mutating calls among audit `events`."""
+    out = Changes()
+    for e in events:
+        if e.kind == "call" and e.mutating and e.result == "ok":
+            out.add(e.action, e.request.method if e.request else None, e.request.path if e.request else "", role_of)
+    return out

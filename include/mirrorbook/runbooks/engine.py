@@ -23,7 +23,7 @@ from mirrorbook.connect.client import Call, ConnectClient
 from mirrorbook.connect.errors import ConnectError
 from mirrorbook.errors import ALREADY_CHANGED, GateRefused, MirrorbookError, Refused  # noqa: F401 — GateRefused
 from mirrorbook.redaction import get_logger
-from mirrorbook.runbooks.changes import Changes
+from mirrorbook.runbooks.changes import Changes, accepted, roles_noted
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -206,7 +206,7 @@ class Runbook:
         self.audit = audit
         self.dry_run = dry_run
         self.outcomes: list[StepOutcome] = []
-        # What this task's accepted calls changed: a step that fails after some says so in its own error (`step`).
+        # What this attempt's accepted calls changed (what `task_changes` falls back on without the audit trail).
         self.changes = Changes()
 
     def event(self, **fields: Any) -> AuditEvent:
@@ -226,12 +226,12 @@ class Runbook:
             yield step
         except Refused as exc:
             step.outcome.result = "refused"
-            self._tell_changes(exc)
+            self._tell_changes(exc, step)
             self._finish(step, started, t0, error=str(exc))
             raise
         except Exception as exc:
             step.outcome.result = "error"
-            self._tell_changes(exc)
+            self._tell_changes(exc, step)
             self._finish(step, started, t0, error=str(exc))
             raise
         else:
@@ -239,13 +239,32 @@ class Runbook:
             o.result = "planned" if o.planned else "ok" if o.mutations else "noop"
             self._finish(step, started, t0)
 
-    def _tell_changes(self, exc: BaseException) -> None:
+    def task_changes(self, step: Step | None = None) -> Changes:
+        """What this task changed: its accepted calls in the audit trail — this attempt's and any earlier attempt's
+        of the same task (a retried task's first try may have done the changing) — or, if the trail cannot be read,
+        this attempt's as kept here."""
+        try:  # the task's own events (a run's other tasks may have written thousands of groups: not kept here)
+            events = [e for e in self.audit.iter_events(run_id=self.info.run_id) if e.task_id == self.info.task_id
+                      and (e.kind == "step" or (e.kind == "call" and e.mutating and e.result == "ok"))]
+        except Exception as exc:  # noqa: BLE001 — the audit store may be what failed: this attempt's, then
+            log.warning("the audit trail could not be read for what this task changed: %s", type(exc).__name__)
+            return self.changes
+        roles = roles_noted(events)
+        if step is not None:
+            roles.update(roles_noted([self.event(action=f"step.{step.action}", kind="step", result="error",
+                                                 mutating=False, flow=step.flow, details=step.outcome.details)]))
+        return accepted(events, roles.get)
+
+    def _tell_changes(self, exc: BaseException, step: Step | None = None) -> None:
         """A task that fails half-way says in its own error what it already changed (the on-call reads the error
         first): bounded, from what the audit keeps of each call (no secret). A non-mirrorbook error gets it as a
-        note (`guarded` shows notes)."""
-        if not self.changes:
+        note (`guarded` shows notes). A dry run changed nothing."""
+        if self.dry_run:
             return
-        said = str(self.changes)
+        changes = self.task_changes(step)
+        if not changes:
+            return
+        said = str(changes)
         if isinstance(exc, MirrorbookError):
             exc.changed = said  # an outer step sees the same changes, or more: the latest wins
         elif not any(n.startswith(ALREADY_CHANGED) for n in getattr(exc, "__notes__", [])):

@@ -168,8 +168,8 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
                                   "is refused before anything changed",
                                   status.unreadable.fix or f"make {move.via.name}'s Connect cluster readable, or use "
                                                            "mode=unplanned")
-            raise GateRefused(f"{status.describe()}. Replication cannot drain, so a planned move would lose what is not "
-                              "replicated yet",
+            raise GateRefused(f"{status.describe()}. Replication cannot drain, so a planned move would lose what is "
+                              "not replicated yet",
                               f"resume it (mm2_pause_resume flow={move.via.name} action=resume), or use mode=unplanned")
         groups = groups_to_move(rb, clients, move, reach[move.from_cluster])
         if not groups and not rb.dry_run:

@@ -17,8 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.audit.models import AuditRecord
-from mirrorbook.bounds import cut, listed, shown
+from mirrorbook.bounds import cut, listed
 from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError, ConnectRefusal
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
@@ -71,7 +70,7 @@ def so_far(audit: AuditStore, run_id: str, flows: Sequence[FlowSpec] = ()) -> So
     out = SoFar()
     role_of = _role_in(flows)
     changes = Changes()
-    for e in audit.iter_events(run_id=run_id):
+    for e in audit.iter_events(run_id=run_id):  # streamed: a run may write thousands of groups
         method, path = (e.request.method, e.request.path) if e.request else (None, "")
         if e.kind == "step" and e.result in ("ok", "noop"):
             role = e.details.get("role")

@@ -89,6 +89,13 @@ KAFKA_CASES: dict[str, tuple[Callable[[dict, str], dict], list[str]]] = {
                                       ["Kafka cluster B (", "PLAINTEXT client", "the listener expects TLS",
                                        "fix: set security.protocol=SASL_SSL"]),
 }
+# How each refusal begins (issue #29 item 3): who refused what, before anything else.
+KAFKA_LEADS = {"wrong SCRAM password": "Kafka cluster B ({bootstrap}) refused the credentials of principal "
+                                       "User:mirrorbook (SCRAM-SHA-512): authentication failed",
+               "untrusted CA": "mirrorbook refused the TLS certificate of Kafka cluster B ({bootstrap}): the "
+                               "broker's certificate is not trusted by the CA in ssl.ca.location",
+               "plaintext to the TLS listener": "Kafka cluster B ({bootstrap}) accepts connections but drops "
+                                                "this PLAINTEXT client"}
 
 
 @pytest.mark.parametrize("case", list(KAFKA_CASES))
@@ -107,6 +114,7 @@ def test_a_refused_kafka_client_fails_the_failover_precheck_naming_cluster_princ
     text = run.failure()
     for w in words:
         assert w in text, (w, text)
+    assert text.startswith(KAFKA_LEADS[case].format(bootstrap=spec["extra"]["bootstrap.servers"])), text
     assert [e for e in run.events(kind="step") if e.action == "step.failover.precheck"][-1].result == "refused"
     assert run.mutating_calls() == 0
     assert (_connectors(secured), _kafka_b(secured, tag)) == before

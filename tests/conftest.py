@@ -20,6 +20,7 @@ import pytest
 
 from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.connect.client import ConnectClient, ConnectSettings
+from mirrorbook.connections import FileSource, Lookup
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
@@ -151,8 +152,9 @@ def serving_pems(stack: DevStack, into: Path) -> tuple[str, str]:
 
 def stack_clients(stack: DevStack) -> Clients:
     """Clients for a stack as the CLI sees it: its topology file through the connections file beside it (on a
-    secured stack, the `mirrorbook` principal and Connect's basic-auth user)."""
-    return cli_clients(str(stack.topology_path))
+    secured stack, the `mirrorbook` principal and Connect's basic-auth user) — that file only: the AIRFLOW_CONN_*
+    variables a test set may be another stack's."""
+    return cli_clients(str(stack.topology_path), lookup=Lookup([FileSource(stack.connections_path)]))
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,12 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import pytest
 
 from mirrorbook.devstack.stack import DevStack
-from mirrorbook.devstack.workload import load
+from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
@@ -89,7 +90,7 @@ def test_the_readmes_secured_walk_through_runs_as_written(secure_devstack: DevSt
     for line in lines[:-1]:
         args = shlex.split(line.replace("/tmp/mirrorbook-secure", run_dir))
         done = subprocess.run([MIRRORBOOK, *args[1:]], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "MIRRORBOOK_CONNECTIONS": ""})
+                              env={**_without_connections(), "MIRRORBOOK_CONNECTIONS": ""})
         assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
         outputs[args[1] if args[1] != "devstack" else f"devstack {args[2]}"] = done.stdout + done.stderr
         assert [w for w, v in secrets.items() if v in done.stdout + done.stderr] == [], line
@@ -102,3 +103,63 @@ def test_the_readmes_secured_walk_through_runs_as_written(secure_devstack: DevSt
     assert "cluster B broker 2: started" in outputs["devstack start"]
     assert re.search(r"A->B\s+REPLICATING", outputs["flows"]), outputs["flows"]
     assert "orders-app" in outputs["translate"] and "skips 0 records" in outputs["translate"]
+
+
+def _without_connections() -> dict[str, str]:
+    """This process's environment without connections: no AIRFLOW_CONN_* (the session's are the plaintext
+    stack's, under the same ids, and would win over any file), no $MIRRORBOOK_CONNECTIONS or topology."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("AIRFLOW_CONN_") and k not in ("MIRRORBOOK_CONNECTIONS", "MIRRORBOOK_TOPOLOGY")}
+
+
+def test_the_cli_on_an_estate_configured_the_airflow_way(secure_devstack: DevStack, tmp_path: Path) -> None:
+    """Issue #29 item 2: the secured estate's connections only as AIRFLOW_CONN_* variables — two in Airflow's JSON
+    form, two in its URI form (credentials and the CA path percent-encoded) — no connections file reachable, no
+    Airflow set up: `mirrorbook flows`, `translate --mode mm2` and `--mode precise` work, as the runbooks do, and
+    print no secret. Without the variables, the CLI says where it looked, in order."""
+    ensure_replicating(secure_devstack)
+    state = secure_devstack.require()
+    tag = f"aw{uuid.uuid4().hex[:6]}"
+    topic, group = f"{tag}-orders", f"{tag}-app"
+    load(state.kafka_config("A", "app"), [topic], partitions=2, records_per_partition=60,
+         groups=[GroupSpec(name=group, position="end-7")])
+    wait_mirrored(KafkaAdmin(state.kafka_config("A")), KafkaAdmin(state.kafka_config("B")), topic, f"A.{topic}")
+    conns = json.loads(secure_devstack.connections_path.read_text())
+    kafka_b, connect_b = conns["mirrorbook_kafka_b"], conns["mirrorbook_connect_b"]
+    variables = {
+        "AIRFLOW_CONN_MIRRORBOOK_KAFKA_A": json.dumps(conns["mirrorbook_kafka_a"]),
+        "AIRFLOW_CONN_MIRRORBOOK_CONNECT_A": json.dumps(conns["mirrorbook_connect_a"]),
+        "AIRFLOW_CONN_MIRRORBOOK_KAFKA_B": "kafka://?" + urlencode(kafka_b["extra"]),
+        "AIRFLOW_CONN_MIRRORBOOK_CONNECT_B": (
+            f"kafka-connect://{quote(connect_b['login'], safe='')}:{quote(connect_b['password'], safe='')}@"
+            f"{connect_b['host']}:{connect_b['port']}/https?use_tls=true&verify="
+            f"{quote(connect_b['extra']['verify'], safe='')}")}
+    topology = tmp_path / "estate" / "topology.yaml"  # beside it: no connections file
+    topology.parent.mkdir()
+    topology.write_text(secure_devstack.topology_path.read_text())
+    env = {**_without_connections(), "AIRFLOW_HOME": str(tmp_path / "no-airflow"), **variables}
+    secrets = needles(secure_devstack.run_dir)
+
+    def cli(*args: str, environ: dict[str, str] = env) -> subprocess.CompletedProcess:
+        done = subprocess.run([MIRRORBOOK, *args, "--topology", str(topology)], capture_output=True, text=True,
+                              timeout=300, env=environ)
+        assert [w for w, v in secrets.items() if v in done.stdout + done.stderr] == [], args
+        return done
+
+    flows = cli("flows")
+    assert flows.returncode == 0, flows.stdout + flows.stderr
+    assert re.search(r"A->B\s+REPLICATING", flows.stdout) and re.search(r"B->A\s+REPLICATING", flows.stdout), \
+        flows.stdout
+    mm2 = cli("translate", "--flow", "A->B", "--groups", group, "--mode", "mm2", "--json")
+    assert mm2.returncode == 0, mm2.stderr
+    out = json.loads(mm2.stdout)
+    assert out["mode"] == "mm2" and out["source_readable"] and out["totals"]["committed_partitions"] == 2, out
+    precise = cli("translate", "--flow", "A->B", "--groups", group, "--mode", "precise", "--json")
+    assert precise.returncode == 0, precise.stderr
+    report = json.loads(precise.stdout)
+    assert report["totals"]["proven"] == report["totals"]["partitions"] == 2, report["totals"]
+    # The same estate without the variables: where the CLI looked, in its order, and nothing else.
+    bare = cli("flows", environ={**_without_connections(), "AIRFLOW_HOME": str(tmp_path / "no-airflow")})
+    assert bare.returncode == 2
+    assert "is defined nowhere: looked in $AIRFLOW_CONN_MIRRORBOOK_" in bare.stderr and \
+        f"then the connections file {topology.parent / 'airflow-connections.json'} (absent)" in bare.stderr, bare.stderr

@@ -4,7 +4,8 @@
 Scheduled (default every 5 minutes; set `MIRRORBOOK_HEALTH_SCHEDULE` to a cron expression or preset,
 or `none` for manual runs only). For every flow of the topology (or those matching `flows`):
 
-* the **KIP-1144 state** (REPLICATING / CONCERNING / NOT_REPLICATING / DISABLED) and each connector's
+* the **KIP-1144 state** (REPLICATING / CONCERNING / NOT_REPLICATING / DISABLED — or UNKNOWN when the
+  connectors could not be read: Connect did not answer or refused mirrorbook, said first) and each connector's
   and task's state — with `restart_failed`, FAILED connectors and FAILED tasks of running connectors are
   restarted through the runbook engine (audited, under the flow's lock; paused or stopped connectors are
   never touched), then looked at again;

@@ -61,11 +61,9 @@ def group_checkpoints(flow: FlowSpec, regex: str, status: FlowStatus, target: Ta
 def evaluate(fh: FlowHealth, params: HealthParams, now: datetime) -> list[str]:
     """Every threshold `fh` crosses, as messages naming the flow and the figure."""
     st, name, out = fh.status, fh.flow, []
-    if st.state.value != params.required_state:
-        parts = ", ".join(f"{c.role} {c.state} ({c.tasks_running} task(s) running"
-                          + (f", tasks {'/'.join(c.tasks)}" if c.tasks else "") + ")" for c in st.connectors.values())
-        out.append(f"flow {name} is {st.state.value} (required {params.required_state}): {parts}")
-    out += [f"flow {name}: {p}" for p in [*st.errors, *fh.problems]]
+    if st.state.value != params.required_state:  # the cause first, when the flow could not be read
+        out.append(st.describe(required=params.required_state, errors=False))
+    out += [f"flow {name}: {p}" for p in [*(st.errors if st.unreadable is None else []), *fh.problems]]
     lag = drain_lag(st)
     if lag:
         tp, worst = max(lag.items(), key=lambda kv: kv[1])

@@ -284,6 +284,11 @@ class KafkaAdmin:
     def high_watermarks(self, tps: Iterable[TP]) -> dict[TP, int]:
         return self._list_offsets(list(tps), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
 
+    def last_stable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Each partition's last stable offset: the end as a read_committed consumer sees it (below an open
+        transaction's first offset; the high watermark when none is open)."""
+        return self._list_offsets(list(tps), OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+
     def offsets_for_times(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int]:
         """Per partition, the first offset whose record timestamp is at or after `timestamp_ms` (Kafka's
         offsetsForTimes, one batch); -1 where no record is that recent."""

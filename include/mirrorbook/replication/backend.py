@@ -61,10 +61,11 @@ class ReplicationBackend(Protocol):
         """Where the flow's replication is managed, as messages name it (alias and URL, never credentials)."""
 
     # -- state -----------------------------------------------------------------------------------------
-    def status(self, *, with_lag: bool = True) -> "FlowStatus":
-        """The flow's KIP-1144 state, its parts' states and (with_lag) per-partition replication lag."""
+    def status(self, *, with_lag: bool = True, count_above: int = 0) -> "FlowStatus":
+        """The flow's KIP-1144 state, its parts' states and (with_lag) per-partition replication lag in records
+        (established by reading wherever the offsets lag exceeds `count_above`: a gate passes its max_lag)."""
 
-    async def astatus(self, *, with_lag: bool = True) -> "FlowStatus":
+    async def astatus(self, *, with_lag: bool = True, count_above: int = 0) -> "FlowStatus":
         """`status`, for triggers and concurrent passes."""
 
     def part_states(self, *, deadline_s: float = 5.0) -> "dict[str, ConnectorStatus | None]":

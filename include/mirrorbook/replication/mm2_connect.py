@@ -45,11 +45,11 @@ class Mm2ConnectBackend:
         return self.clients.resolver.connect_settings(self.flow.connect_cluster).place
 
     # -- state ------------------------------------------------------------------------------------
-    def status(self, *, with_lag: bool = True) -> FlowStatus:
-        return flow_status(self.clients, self.flow, with_lag=with_lag)
+    def status(self, *, with_lag: bool = True, count_above: int = 0) -> FlowStatus:
+        return flow_status(self.clients, self.flow, with_lag=with_lag, count_above=count_above)
 
-    async def astatus(self, *, with_lag: bool = True) -> FlowStatus:
-        return await async_flow_status(self.clients, self.flow, with_lag=with_lag)
+    async def astatus(self, *, with_lag: bool = True, count_above: int = 0) -> FlowStatus:
+        return await async_flow_status(self.clients, self.flow, with_lag=with_lag, count_above=count_above)
 
     def part_states(self, *, deadline_s: float = 5.0) -> dict[str, ConnectorStatus | None]:
         with self.clients.connect(self.flow) as client:

@@ -100,9 +100,10 @@ class KafkaAdmin:
     """Admin client for one cluster. `config` is librdkafka config (bootstrap.servers, security, SASL)."""
 
     def __init__(self, config: str | Mapping[str, Any], request_timeout_s: float = 15.0,
-                 name: str | None = None) -> None:
+                 name: str | None = None, retry_deadline_s: float = 15.0) -> None:
         self.config = client_config(config)
         self.timeout = request_timeout_s
+        self.retry_deadline_s = retry_deadline_s  # how long a retriable error is retried (a poller wants it short)
         self.who = access.Who.of(self.config, name)  # how refusals name this client (cluster alias, principal)
         self._reports = access.Reports(self.config)  # what librdkafka reports of this client: see `access`
         self._client = _Once()  # shared with per-pass views: a client renewed by one is renewed for all
@@ -251,9 +252,9 @@ class KafkaAdmin:
 
         return self._retrying(attempt, "list offsets")
 
-    def _retrying(self, fn: Any, what: str, deadline_s: float = 15.0) -> Any:
+    def _retrying(self, fn: Any, what: str, deadline_s: float | None = None) -> Any:
         """Repeat `fn` while the broker answers a retriable error (leader moving, metadata not yet there)."""
-        deadline = time.monotonic() + deadline_s
+        deadline = time.monotonic() + (self.retry_deadline_s if deadline_s is None else deadline_s)
         delay = 0.1
         while True:
             try:

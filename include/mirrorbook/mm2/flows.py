@@ -221,13 +221,18 @@ def replicated_topics(flow: FlowSpec, target_topics: list[str], source_offsets_t
 
 def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP, int],
                 lows: dict[TP, int]) -> list[PartitionLag]:
-    policy = ReplicationPolicy.for_flow(flow)
-    committed: dict[TP, int | None] = {}
+    committed: dict[TP, int] = {}
     for entry in offsets.offsets if offsets else []:
         p = entry.partition
         if p.get("cluster") != flow.source or entry.offset is None:
             continue
         committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
+    return lag_rows(flow, committed, highs, lows)
+
+
+def lag_rows(flow: FlowSpec, committed: dict[TP, int], highs: dict[TP, int], lows: dict[TP, int]) -> list[PartitionLag]:
+    """Each source partition of `highs` against the connector's last replicated offset (`committed`), by offsets."""
+    policy = ReplicationPolicy.for_flow(flow)
     rows = []
     for tp, high in sorted(highs.items()):
         done, low = committed.get(tp), lows.get(tp, 0)

@@ -16,7 +16,7 @@ copied them changes nothing a failover must wait for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.records import PER_PARTITION, count_records
@@ -46,4 +46,24 @@ def count_lag(admin: KafkaAdmin, rows: Iterable["PartitionLag"], *, above: int =
     return out
 
 
-__all__ = ["count_lag", "range_of"]
+def read_part(row: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
+    """(start, end, records) of a sampled lag row (`FlowStatus.metrics`' partitions, or a replication sample's):
+    the source offsets its count covers — from the connector's next offset to where the read stopped — and the
+    records counted there. None for a row sampled before lag was counted in records, or that read nothing."""
+    try:
+        hw, offsets, lag, low = (int(row[k]) for k in ("high_watermark", "offset_lag", "lag", "lag_low"))  # type: ignore
+    except (KeyError, TypeError, ValueError):
+        return None
+    start, end = hw - offsets, hw - (lag - low)
+    return (start, end, low) if end > start else None
+
+
+def shows_gaps(row: Mapping[str, Any] | None) -> bool:
+    """Whether a sampled lag row counted fewer records than offsets (markers, aborted records, compaction)."""
+    try:
+        return row is not None and row.get("offset_lag") is not None and int(row["lag"]) < int(row["offset_lag"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+__all__ = ["count_lag", "range_of", "read_part", "shows_gaps"]

@@ -25,9 +25,12 @@ the copy not found, found twice) bounds the figure by Connect's offset and says 
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from pydantic import BaseModel
 
 from mirrorbook.mm2.counts import Count
+from mirrorbook.mm2.lag import read_part
 from mirrorbook.mm2.precise import Marks, PartitionData, Rec
 
 MAX_READ = 100_000  # source records read per partition; beyond, the count is bounded by offsets
@@ -47,6 +50,24 @@ class PartitionLoss(BaseModel):
     cutoff: int              # the first source offset written at or after the failover's start
     rule: str
     note: str | None = None
+
+
+def unreplicated_at_least(row: Mapping[str, Any], replicated: int) -> int:
+    """A lower bound, with the source gone, of one partition's records that never reached the target: those a
+    sample of the partition saw on the source (`row`: its end offset then and the records counted from the
+    connector's next offset on, `mm2/lag.py`) beyond `replicated`, Connect's last replicated offset now.
+
+    Of n records counted in source offsets [s, e), at least n - (the offsets of [s, e) at or below
+    `replicated`) lie beyond it (one record per offset at most): a true lower bound however many of its offsets
+    are transaction markers or aborted records. A row sampled before lag was counted in records is counted by
+    offsets, as it was."""
+    part = read_part(row)
+    if part is None:
+        if row.get("offset_lag") is not None:
+            return 0  # counted, and nothing read: nothing proven
+        return max(0, int(row["high_watermark"]) - 1 - replicated)
+    s, e, n = part
+    return max(0, n - max(0, min(replicated + 1, e) - s))
 
 
 def search_range(at: AtFailover, marks: Marks, cutoff: int) -> tuple[int, int]:

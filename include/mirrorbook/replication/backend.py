@@ -98,6 +98,9 @@ class ReplicationBackend(Protocol):
         """Per source partition, the last source offset the backend has replicated (readable with the source
         cluster down: MM2 keeps them in Connect)."""
 
+    async def areplicated_offsets(self) -> dict[TP, int]:
+        """`replicated_offsets`, for the RPO sampler's event loop."""
+
     def offset_mapping(self) -> OffsetMapping:
         """How group offsets translate from the source to the target."""
 

@@ -96,7 +96,16 @@ class Mm2ConnectBackend:
 
     # -- positions and offsets --------------------------------------------------------------------
     def replicated_offsets(self) -> dict[TP, int]:
-        offsets = self.own_offsets("source")
+        return self._replicated(self.own_offsets("source"))
+
+    async def areplicated_offsets(self) -> dict[TP, int]:
+        client = self.clients.async_connect(self.flow)
+        try:
+            return self._replicated((await client.get_offsets(self.flow.connector("source"))).sorted())
+        finally:
+            await client.close()
+
+    def _replicated(self, offsets: ConnectorOffsets) -> dict[TP, int]:
         return {TP(e.partition["topic"], int(e.partition["partition"])): int(e.offset["offset"])
                 for e in offsets.offsets if e.offset and e.partition.get("cluster") == self.flow.source}
 

@@ -149,6 +149,8 @@ def render_report(report: dict[str, Any]) -> str:
         of = f" of failover run {rpo['failover_run_id']}" if back else ""
         lines.append(f"  RPO{of}: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
                      f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
+        if rpo.get("estimate"):
+            lines.append(f"  RPO{of} estimate: about {rpo['estimate']['records']} record(s) — {rpo['estimate']['note']}")
         if (known := render_known_lost(rpo)) is not None:
             lines.append(f"  RPO{of}: {known}")
         if "exact" in rpo:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.mm2.lag import read_part, shows_gaps
 
 DATA_LOSS, TARGET_RESET = "DATA_LOSS", "TARGET_RESET"
 Cause = Literal["data_loss", "target_reset"]
@@ -184,24 +185,6 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:SHOWN]) + (f" (+{len(items) - SHOWN} more partition(s))" if len(items) > SHOWN else "")
 
 
-def _read_part(row: dict[str, Any] | None) -> tuple[int, int, int] | None:
-    """(start, end, records): the source offsets a sampled lag row read, and the records it counted there."""
-    try:
-        hw, offsets, lag, low = (int(row[k]) for k in ("high_watermark", "offset_lag", "lag", "lag_low"))  # type: ignore
-    except (KeyError, TypeError, ValueError):
-        return None  # not sampled, or sampled before lag was counted in records
-    start, end = hw - offsets, hw - (lag - low)
-    return (start, end, low) if end > start else None
-
-
-def _shows_gaps(row: dict[str, Any] | None) -> bool:
-    """Whether a sampled lag row read fewer records than offsets (markers, aborted records, compaction)."""
-    try:
-        return row is not None and row.get("offset_lag") is not None and int(row["lag"]) < int(row["offset_lag"])
-    except (TypeError, ValueError):
-        return False
-
-
 def gap_records(start: int, end: int, before: dict[str, Any] | None, now: dict[str, Any] | None) -> tuple[int, int]:
     """(at least, at most) records in the deleted source offsets [start, end), from what the previous pass read of
     the partition (`before`: its sampled lag row) and whether it or this pass (`now`) showed offsets without
@@ -210,14 +193,14 @@ def gap_records(start: int, end: int, before: dict[str, Any] | None, now: dict[s
     on a partition never seen with gaps; else they bound from above only."""
     offsets = max(0, end - start)
     lo = hi = covered = 0
-    read = _read_part(before)
+    read = read_part(before)
     if read is not None and offsets:
         s, e, n = read
         covered = max(0, min(end, e) - max(start, s))
         if covered:
             lo, hi = max(0, n - ((e - s) - covered)), min(n, covered)
     rest = offsets - covered
-    plain = not _shows_gaps(before) and not _shows_gaps(now)
+    plain = not shows_gaps(before) and not shows_gaps(now)
     return lo + (rest if plain else 0), hi + rest
 
 

@@ -31,7 +31,7 @@ from mirrorbook.audit.anchors import check_store
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
-from mirrorbook.devstack.workload import GroupSpec, load, park_groups, produce
+from mirrorbook.devstack.workload import TXN_HEADER, GroupSpec, load, park_groups, produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
@@ -469,6 +469,83 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     ranges = pq.read_table(snap).to_pylist()
     assert len(ranges) == 2 and all(r["source_start"] == 11 and r["source_end"] == 100 for r in ranges), ranges
     assert all(r["target_start"] == 11 for r in ranges), ranges  # A's topic mirrored from offset 0
+
+
+TXN = 5  # records per transaction and partition; every transaction ends with its marker: TXN + 1 offsets
+
+
+def _txn_copies(b: dict, tp: TP) -> list[tuple[int, int, bool]]:
+    """B's copies on `tp` as (offset, seq, committed): MM2's default source consumer copies aborted records too,
+    as plain records (the workload's `mirrorbook-txn` header tells them apart)."""
+    end = KafkaAdmin(b).high_watermarks([tp])[tp]
+    return [(m.offset(), json.loads(m.value())["seq"], dict(m.headers() or [])[TXN_HEADER] == b"committed")
+            for m in read_ranges(b, {tp: (0, end)})]
+
+
+def _txn_truth(copies: list[tuple[int, int, bool]], c: int, x: int) -> tuple[int, int, int]:
+    """(true position, committed records re-read, committed records skipped) of a group committed at C on A that
+    starts at X on B: the true position is the copy of A's first committed record at or after C (seq == offset
+    on A), or B's end; aborted copies count neither way."""
+    true = next((off for off, seq, ok in copies if ok and seq >= c), len(copies))
+    between = [ok for off, _, ok in copies if min(x, true) <= off < max(x, true)]
+    return (true, sum(between), 0) if x <= true else (true, 0, sum(between))
+
+
+def test_a_planned_failover_on_a_transactional_topic_passes_its_gates_and_counts_records(fo, run_dag):
+    """Exactly-once producers: transactions of TXN records (every third aborted) each followed by its marker, the
+    partitions ending with one. MM2 copies records, never markers (the aborted ones too, as plain records), so
+    source and target offsets diverge and a fully mirrored partition lags "1" by offsets forever. With the default
+    max_lag=0 the drain gate passes (lag is counted in records); no group skips a committed record, and the record
+    proof's re-read count of every group-partition equals the truth from the sequence numbers, aborted copies
+    never counted."""
+    tag = f"tx{uuid.uuid4().hex[:5]}"
+    admin_a, admin_b, a, b = _admins(fo)
+    topic, remote = f"{tag}-t0", f"A.{tag}-t0"
+    admin_a.create_topics({topic: 2})
+    rep = produce_transactional(a, [topic], 8, TXN, abort_every=3)  # 3 and 6 aborted; 8 committed: a marker last
+    want = {TP(remote, p): rep.committed[f"{topic}-{p}"] + rep.aborted[f"{topic}-{p}"] for p in range(2)}
+    eventually(lambda: remote in admin_b.topics() and admin_b.high_watermarks(list(want)) == want,
+               what=f"{topic} copied to B, aborted records included")
+    step = TXN + 1
+    # The end (after the last marker), a marker's offset (where a read_committed consumer commits after a
+    # transaction), the first offset of an aborted transaction, inside a committed one, the start.
+    at = {"end": rep.high_watermarks[f"{topic}-0"], "marker": step - 1, "aborted": 2 * step, "inside": 3 * step + 2,
+          "start": 0}
+    groups = {f"{tag}-g-{k}": c for k, c in at.items()}
+    park_groups(admin_a, [topic], [GroupSpec(name=g, position=str(c)) for g, c in groups.items()])
+    flow = fo.require().topology().flow("A->B")
+
+    def lag() -> list | None:  # once Connect flushed MM2's offsets: by offsets 1 (the marker), in records 0
+        mine = [p for p in flow_status(stack_clients(fo), flow).lag if p.topic == topic]
+        return mine if len(mine) == 2 and all((p.offset_lag, p.lag, p.lag_low) == (1, 0, 0) for p in mine) else None
+    eventually(lag, what=f"{topic}'s lag 1 by offsets, 0 in records")
+
+    run = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise", parity="spark"))
+    assert run.state == "success", run.failure() or run.task_states()
+    assert run.task_states()["wait_replication_drained"] == "success"
+    report = run.report()
+    assert report["plan"]["skipped"] == 0
+    proof = report["proof"]
+    assert proof["source"] == "record_parity" and proof["status"] == "passed", proof
+    rows = {(r["group"], r["source_partition"]): r for r in proof["rows"]}
+    plan = {(r["group"], r["partition"]): r for r in report["rows"]}
+    written = admin_b.committed_offsets(list(groups))
+    assert len(rows) == len(groups) * 2  # the guard of the loop below
+    off_by_plan = []
+    for (g, p), r in sorted(rows.items()):
+        copies = _txn_copies(b, TP(remote, p))
+        x = written[g][TP(remote, p)]
+        true, reread, skip = _txn_truth(copies, groups[g], x)
+        assert skip == 0 and x <= true, (g, p, x, true)  # never a skip
+        assert r["target_offset"] == x and (true == len(copies) or r["true_offset"] == true), r
+        assert r["status"] == ("RE-READ" if reread else "OK") and (r["n"] or 0) == reread, (g, p, r, reread)
+        row = plan[(g, p)]
+        if row["offset"] != true or Count.model_validate(row["re_read"]) != Count.exact(reread):
+            off_by_plan.append(f"{g} {p}: plan {row['offset']} ({row['method']}, re-read {row['re_read']}), "
+                               f"true {true}, re-read {reread}")
+    # Where precise translation did not land a group on the copy of its next committed record (mm2/precise.py,
+    # issue #31), the plan's own figures are shown, not asserted: the record proof above is the truth.
+    print("\n".join(["positions the plan did not place exactly:", *off_by_plan]) if off_by_plan else "all exact")
 
 
 def _true_boundary(b: dict, tp: TP, c: int, x: int) -> tuple[str, int]:

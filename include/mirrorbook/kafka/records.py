@@ -86,4 +86,15 @@ def count_records(admin: KafkaAdmin, ranges: Mapping[TP, tuple[int, int]], *, pe
             for tp, (s, e) in ranges.items()}
 
 
-__all__ = ["RecordCount", "count_records", "plan_reads", "PER_PARTITION", "TOTAL"]
+TAIL = 50  # offsets at a partition's end looked at for markers
+
+
+def tails_with_gaps(admin: KafkaAdmin, ends: Mapping[TP, tuple[int, int]], tail: int = TAIL) -> set[TP]:
+    """The partitions (log start, end) whose last `tail` offsets hold fewer records than offsets: a transactional
+    producer's markers (every transaction ends with one), aborted records, compaction. One bounded read."""
+    counts = count_records(admin, {tp: (max(low, high - tail), high) for tp, (low, high) in ends.items()},
+                           per_partition=tail, total=tail * max(1, len(ends)))
+    return {tp for tp, c in counts.items() if c.gaps or (c.exact and c.records < c.end - c.start)}
+
+
+__all__ = ["RecordCount", "count_records", "plan_reads", "tails_with_gaps", "PER_PARTITION", "TOTAL", "TAIL"]

@@ -14,7 +14,7 @@ is up to that old, and a lower bound from it says "at least 0" while records wer
   taken by offsets — a partition no transactional producer writes has no marker — and said so (`by`).
 
 Only the newest sample per flow is kept (the audit store's `replication_samples`: one row per flow, replaced
-each poll). It carries the produce rate seen between its poll and the one before (offsets per second), and once
+each poll). It carries the produce rate over the last RATE_WINDOW_S of polls (offsets per second), and once
 a poll cannot reach the source, `unreachable_since` (that poll's start): the source died after the sample and
 no later than that. `failover.rpo_lower_bound` reads it.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -51,6 +51,7 @@ log = get_logger(__name__)
 POLL_S = 1.0
 LISTING_S = 30.0          # the source's topic listing is renewed this often
 REQUEST_TIMEOUT_S = 5.0   # a poll of a dead cluster gives up in seconds, not a client default
+RATE_WINDOW_S = 30.0      # the produce rate is measured over this long (kept in memory, never stored)
 SOURCE = "rpo_sampler"
 
 
@@ -98,7 +99,7 @@ class FlowSample(BaseModel):
     source: str
     observed_at: datetime
     partitions: list[dict[str, Any]]
-    rate: float | None = None          # source offsets per second, between the previous poll and this one
+    rate: float | None = None          # source offsets per second over the last RATE_WINDOW_S of polls
     rate_window_s: float | None = None
     unreachable_since: datetime | None = None  # the first poll after this one that could not reach the source
     replicated_from: datetime | None = None    # when Connect's offsets were read (an older poll's, if Connect failed)
@@ -169,6 +170,7 @@ class Sampler:
         self.flagged: dict[str, set[TP]] = defaultdict(set)   # partitions seen with offsets without records
         self.classified: set[str] = set()                     # flows whose lagging partitions were all counted once
         self._last_replicated: dict[str, tuple[dict[TP, int], datetime]] = {}
+        self._ends: dict[str, deque[tuple[datetime, dict[tuple[str, int], int]]]] = defaultdict(deque)
         by_source: dict[str, list[FlowSpec]] = defaultdict(list)
         for f in flows:
             by_source[f.source].append(f)
@@ -232,19 +234,28 @@ class Sampler:
                 row = r.model_dump() | {"lag_low": r.lag, "by": "offsets"}
             out.append({k: row[k] for k in ("topic", "partition", "high_watermark", "replicated_offset", "offset_lag",
                                             "lag", "lag_low", "by")})
-        before = self.newest.get(flow.name)
-        rate = window = None
-        if before is not None and before.unreachable_since is None:
-            window = (started - before.observed_at).total_seconds()
-            was = {(p["topic"], p["partition"]): p["high_watermark"] for p in before.partitions}
-            grown = sum(max(0, p["high_watermark"] - was[k]) for p in out if (k := (p["topic"], p["partition"])) in was)
-            rate = round(grown / window, 3) if window > 0 else None
+        rate, window = self._rate(flow.name, started, {(p["topic"], p["partition"]): p["high_watermark"]
+                                                       for p in out})
         sample = FlowSample(flow=flow.name, source=flow.source, observed_at=started, partitions=out, rate=rate,
-                            rate_window_s=round(window, 3) if window else None, replicated_from=replicated_at,
+                            rate_window_s=window, replicated_from=replicated_at,
                             notes=notes)
         self.newest[flow.name] = sample
         self.polls += 1
         await asyncio.to_thread(self.keep, sample)
+
+    def _rate(self, flow: str, at: datetime, ends: dict[tuple[str, int], int]) -> tuple[float | None, float | None]:
+        """Source offsets per second over the last RATE_WINDOW_S (producers write in bursts: the last poll alone
+        says little), from the end offsets of the polls kept in memory for that long."""
+        kept = self._ends[flow]
+        kept.append((at, ends))
+        while len(kept) > 2 and (at - kept[1][0]).total_seconds() >= RATE_WINDOW_S:
+            kept.popleft()
+        first_at, first = kept[0]
+        window = (at - first_at).total_seconds()
+        if window <= 0:
+            return None, None
+        grown = sum(max(0, end - first[k]) for k, end in ends.items() if k in first)
+        return round(grown / window, 3), round(window, 3)
 
     async def unreachable(self, flow: FlowSpec, since: datetime, error: str) -> None:
         """The source did not answer a poll that started at `since`: the newest sample keeps its figures and

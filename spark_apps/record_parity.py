@@ -458,7 +458,8 @@ def judge(rows: DataFrame, args: argparse.Namespace) -> DataFrame:
     needed = is_src if args.checksums_only else is_src & ~(F.col("junk") & F.col("t_copy").isNull())
     figures = side(needed, "source") + side(is_tgt, "target")
     if not args.checksums_only:
-        figures += [count(is_src & F.col("junk")).alias("aborted"), count(is_tgt & F.col("junk")).alias("aborted_copies")]
+        figures += [count(is_src & F.col("junk")).alias("aborted"),
+                    count(is_tgt & F.col("junk")).alias("aborted_copies")]
     if not args.checksums_only:
         marker = lambda axis: F.when((F.col("kind") == BOUNDARY) & (F.col("axis") == axis), F.struct(  # noqa: E731
             "b", "ge", "lost_ge", "nearest", "true_offset"))

@@ -777,6 +777,12 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
     topo = fo.require().topology()
     flow = topo.flow("A->B")
     clients = stack_clients(fo)
+    # Beside it a topic an exactly-once producer writes: one committed transaction, mirrored.
+    txn = f"{tag}-txn"
+    admin_a.create_topics({txn: 2})
+    produce_transactional(a, [txn], 1, TXN)
+    eventually(lambda: {(p.offset_lag, p.lag) for p in flow_status(clients, flow).lag if p.topic == txn} == {(1, 0)},
+               what=f"{txn} mirrored, MM2's offsets flushed")
     eventually(lambda: all(translate_offsets(b, "A", g) for g in checkpointed), what="checkpoints")
     with ConnectClient(fo.require().connect_settings("B")) as c:
         c.pause(flow.connector("checkpoint"))  # MM2's checkpointing falls behind from here on
@@ -786,10 +792,18 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
         c.pause(flow.connector("source"))  # and what A receives now never reaches B
         wait_for(c, flow.connector("source"), "PAUSED", timeout_s=30)
     produce(a, [topic], 9)
+    # Committed, aborted, committed: 2 x TXN records per partition that count, TXN aborted and 3 markers that do not.
+    produce_transactional(a, [txn], 3, TXN, abort_every=2)
     # The scheduled health check passes by: it proves where every group would resume, and samples A's ends.
     params = HealthParams(flows="A->B", required_state="NOT_REPLICATING", max_lag=10**9,
                           max_heartbeat_age_s=10**6, max_checkpoint_age_s=10**6)
     run_health_check(clients, topo, [flow], params, audit, Runbook(RunInfo(run_id=f"health-{tag}"), audit))
+    # The RPO sampler runs (its DAG, deferred to the triggerer: dag.test() runs the trigger in-process) right
+    # before the disaster: its sample is seconds old when A dies.
+    sampled = run_dag("mm2_rpo_sampler", {"flows": "A->B", "poll_s": 0.5, "period_s": 10})
+    assert sampled.state == "success", sampled.failure() or sampled.task_states()
+    kept = audit.replication_sample("A->B")
+    assert kept is not None and {p["by"] for p in kept.metrics["partitions"] if p["topic"] == txn} == {"records"}
     groups = checkpointed + list(late)
     committed = admin_a.committed_offsets(groups)
     tps = [TP(remote, p) for p in range(2)]
@@ -825,6 +839,15 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
     assert proof["source"] == "unprovable" and "cannot be read" in proof["note"]
     assert proof["totals"]["unprovable"] == len(report["rows"]) and {r["status"] for r in proof["rows"]} == {
         "UNPROVABLE"}
-    rpo = report["rpo"]  # 9 records per partition reached A and never B, sampled by the health check
-    assert rpo["kind"] == "lower-bound" and rpo["records"] == 18 and rpo["unknown"], rpo
+    rpo = report["rpo"]  # per partition 9 records and 2 x TXN committed ones reached A and never B
+    assert rpo["kind"] == "lower-bound" and rpo["unknown"], rpo
+    assert rpo["partitions"] == {f"{topic}-0": 9, f"{topic}-1": 9, f"{txn}-0": 2 * TXN, f"{txn}-1": 2 * TXN}, rpo
+    assert rpo["records"] == 18 + 4 * TXN  # the truth: no marker, no aborted record counted
+    # From the sampler's sample, its age stated; and beside it an estimate, labelled as one.
+    assert rpo["sample_source"] == "rpo_sampler" and rpo["sample_age_s"] > 0, rpo
+    assert "the RPO sampler's source end offsets sampled at" in rpo["basis"] and "before this report" in rpo["basis"]
+    assert rpo["estimate"]["kind"] == "estimate" and rpo["estimate"]["note"].startswith("an estimate, not a bound")
+    shown = move_report.render_report(report)
+    assert f"at least {rpo['records']} record(s) never reached the target (a lower bound)" in shown
+    assert f"estimate: about {rpo['estimate']['records']} record(s)" in shown
     assert report["rto_s"] is not None

@@ -291,7 +291,8 @@ def test_markers_and_aborted_records_are_never_missing_extra_re_read_or_next(run
     snap = collector.write_record_snapshot(tmp_path / "snap", ranges, boundaries)
     summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap,
                                                master=MASTER))
-    verdicts = {(b["group"], b["source_partition"]): b for b in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
+    verdicts = {(b["group"], b["source_partition"]): b
+                for b in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
     assert verdicts  # the guard of the loop below
     for p in range(2):
         got = {g: (verdicts[(g, p)]["status"], verdicts[(g, p)]["n"]) for g in positions}

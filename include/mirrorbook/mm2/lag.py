@@ -51,7 +51,8 @@ def read_part(row: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
     the source offsets its count covers — from the connector's next offset to where the read stopped — and the
     records counted there. None for a row sampled before lag was counted in records, or that read nothing."""
     try:
-        hw, offsets, lag, low = (int(row[k]) for k in ("high_watermark", "offset_lag", "lag", "lag_low"))  # type: ignore
+        hw, offsets, lag, low = (int(row[k])  # type: ignore[index]
+                                 for k in ("high_watermark", "offset_lag", "lag", "lag_low"))
     except (KeyError, TypeError, ValueError):
         return None
     start, end = hw - offsets, hw - (lag - low)

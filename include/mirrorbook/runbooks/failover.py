@@ -151,7 +151,8 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
                 if seen else "no sample of the source end offsets (no RPO sampler or health check ran) — only ")
              + "the offsets MM2's checkpoints show groups had consumed")
     records = sum(per.values())
-    unknown = (f"records the source received after {newest.observed_at.isoformat() if newest else 'the last checkpoint'}"
+    after = newest.observed_at.isoformat() if newest else "the last checkpoint"
+    unknown = (f"records the source received after {after}"
                " are not known until it is reachable again (then the failback, or the first health check that reaches it,"
                " counts the exact figure: `mirrorbook audit rpo`)")
     known = known_loss(audit, flow.name)
@@ -175,7 +176,7 @@ def rpo_estimate(sample: FlowSample | None, bound: int, now: datetime) -> dict[s
     window = max(0.0, (until - sample.observed_at).total_seconds())
     more = round(sample.rate * window)
     return {"records": bound + more, "kind": "estimate", "rate_per_s": sample.rate, "window_s": round(window, 3),
-            "note": (f"an estimate, not a bound: the lower bound {bound} plus {sample.rate:g} source offsets/s (the rate "
-                     f"the RPO sampler saw over {sample.rate_window_s:g}s) x {window:.1f}s from its newest sample to "
-                     + ("when the source stopped answering it" if sample.unreachable_since else "this report")
+            "note": (f"an estimate, not a bound: the lower bound {bound} plus {sample.rate:g} source offsets/s (the "
+                     f"rate the RPO sampler saw over {sample.rate_window_s:g}s) x {window:.1f}s from its newest sample "
+                     + ("to when the source stopped answering it" if sample.unreachable_since else "to this report")
                      + " — some of those may have been replicated, and transaction markers count as offsets")}

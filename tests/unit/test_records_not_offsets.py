@@ -117,6 +117,13 @@ def test_deleted_offsets_are_bounded_by_what_the_previous_pass_counted(log, data
         assert low == high == truth == g1 - g0  # read whole, no marker anywhere: exact
 
 
+def test_both_passes_counts_make_a_transactional_gap_exact():
+    log = "CCCM" + "CCCM" + "AAAM"  # MM2 read 0-2; 4-6 committed, 8-10 aborted; records before 8 deleted
+    before, now = lag_row(log, 12, 3, 12), lag_row(log, 12, 8, 12)
+    assert gap_records(3, 8, before, now) == (3, 3) == (committed(log, 3, 8),) * 2
+    assert gap_records(3, 8, before, None) == (0, 3)  # without this pass's count: 8-11 might have held records
+
+
 def test_a_gap_with_no_knowledge_is_offsets_on_a_plain_partition_and_bounded_on_a_transactional_one():
     assert gap_records(10, 50, None, None) == (40, 40)
     marker_seen = {"high_watermark": 60, "offset_lag": 10, "lag": 3, "lag_low": 3}  # 3 records in 10 offsets

@@ -185,23 +185,39 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:SHOWN]) + (f" (+{len(items) - SHOWN} more partition(s))" if len(items) > SHOWN else "")
 
 
+def _span(a: tuple[int, int], b: tuple[int, int]) -> int:
+    """How many offsets two ranges share."""
+    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
 def gap_records(start: int, end: int, before: dict[str, Any] | None, now: dict[str, Any] | None) -> tuple[int, int]:
-    """(at least, at most) records in the deleted source offsets [start, end), from what the previous pass read of
-    the partition (`before`: its sampled lag row) and whether it or this pass (`now`) showed offsets without
-    records. Of n records read in [s, e), those in the gap are at least n - the offsets of [s, e) outside it (one
-    record each at most) and at most min(n, the gap's offsets in it). Offsets nobody read count one record each
-    on a partition never seen with gaps; else they bound from above only."""
-    offsets = max(0, end - start)
+    """(at least, at most) records in the deleted source offsets [start, end), from what the previous pass counted
+    of the partition (`before`: its sampled lag row, n records in [s, e)) and what this pass counts (`now`: m
+    records in [q0, q1), above the gap). The gap's share of the n records is n less those outside it: the ones
+    this pass still sees there (its count, less what it may have counted beyond e) and at most one per offset
+    neither pass tells about. Offsets of the gap the previous pass did not read count one record each on a
+    partition never seen with offsets without records; else they bound from above only."""
+    gap = (start, max(start, end))
+    offsets = gap[1] - gap[0]
     lo = hi = covered = 0
     read = read_part(before)
     if read is not None and offsets:
         s, e, n = read
-        covered = max(0, min(end, e) - max(start, s))
+        covered = _span(gap, (s, e))
         if covered:
-            lo, hi = max(0, n - ((e - s) - covered)), min(n, covered)
+            seen, beyond, shared = read_part(now), 0, 0  # this pass's count, and how much of it lies in [s, e)
+            if seen is not None:
+                q0, q1, m = seen
+                shared, beyond = _span((q0, q1), (s, e)), (q1 - q0) - _span((q0, q1), (s, e))
+                both = (max(0, m - beyond), min(m, shared))  # records of [s, e) outside the gap this pass saw
+            else:
+                both = (0, 0)
+            unknown = (e - s) - covered - shared  # offsets of [s, e) outside the gap neither pass counted
+            lo = max(0, n - both[1] - unknown)
+            hi = min(covered, max(0, n - both[0]))
     rest = offsets - covered
     plain = not shows_gaps(before) and not shows_gaps(now)
-    return lo + (rest if plain else 0), hi + rest
+    return lo + (rest if plain else 0), max(lo, hi) + rest
 
 
 def source_gaps(status: FlowStatus, ledger: dict[tuple[str, str, int], LedgerRow],

@@ -145,7 +145,8 @@ def load_pairs(spark: SparkSession, args: argparse.Namespace, io: pc.Files) -> l
         if any(p["source_topic"] == src and p["target_topic"] == tgt for p in pairs):
             raise pc.InputError(f"--topic {spec} repeats a pair of {src} -> {tgt} (whole topics, or in --ranges)")
         pairs.append({"source_topic": src, "target_topic": tgt, "source_partition": None, "target_partition": None,
-                      "source_start": None, "source_end": None, "target_start": None, "target_end": None})
+                      "source_start": None, "source_end": None, "target_start": None, "target_end": None,
+                      "source_stable_end": None})
     for p in pairs:
         for side in ("source", "target"):
             s, e = p[f"{side}_start"], p[f"{side}_end"]

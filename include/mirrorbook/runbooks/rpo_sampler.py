@@ -226,8 +226,8 @@ class Sampler:
             c = counted.get(tp)
             if c is not None and c.lag < (c.offset_lag or 0):
                 self.flagged[flow.name].add(tp)
-            if c is not None:
-                row = c.model_dump() | {"by": "records"}
+            if c is not None or (tp in self.flagged[flow.name] and not r.offset_lag):  # nothing lags: 0, exactly
+                row = (c or r).model_dump() | {"by": "records"}
             elif tp in self.flagged[flow.name]:
                 row = r.model_dump() | {"by": "not-counted"}  # lag_low 0: nothing proven
             else:

@@ -52,8 +52,10 @@ def _number(value: Any) -> float | None:
 FAMILIES: list[tuple[str, str, str, list[str]]] = [
     ("gauge", "mirrorbook_flow_state", "The flow's KIP-1144 state at the last health check (1 for the state it is in; "
      "UNKNOWN: never sampled, or its connectors could not be read)", ["flow", "source", "target", "state"]),
-    ("gauge", "mirrorbook_flow_replication_lag_records", "Records of a source partition not replicated yet (source "
-     "high watermark - the source connector's next offset)", ["flow", "topic", "partition"]),
+    ("gauge", "mirrorbook_flow_replication_lag_records", "Records of a source partition not replicated yet, in "
+     "source offsets from the source connector's next offset to the high watermark, counted as records (transaction "
+     "markers and aborted records are not; at most this many where the range was not read whole)",
+     ["flow", "topic", "partition"]),
     ("gauge", "mirrorbook_flow_replication_lag_max_records", "The largest replication lag of any partition of the "
      "flow", ["flow"]),
     ("gauge", "mirrorbook_flow_heartbeat_age_seconds", "Age of the newest MM2 heartbeat of the flow on its target "

@@ -160,7 +160,7 @@ def test_the_metrics_sample_keeps_the_rpo_rows_and_lists_groups():
     cp = GroupCheckpointHealth(group="token-service", age_s=3.0, newest_at=NOW)
     m = _health(status=_status(lag={TP("orders", 0): 2}), checkpoints=[cp], hops=1).metrics(NOW)
     assert m["partitions"] == [{"topic": "orders", "partition": 0, "high_watermark": 100, "replicated_offset": 97,
-                                "lag": 2, "log_start": None}]
+                                "lag": 2, "log_start": None, "offset_lag": None, "lag_low": None}]
     assert m["checkpoints"][0]["group"] == "token-service" and m["checkpoint_age_s_max"] == 3.0
     assert m["hops"] == 1 and m["heartbeat_age_s"] == 1.0
 

@@ -21,11 +21,13 @@ state the flow is not in, and a runbook or an alert would act on it. So the flag
 is UNKNOWN, and the reason (`FlowStatus.unreadable`) is said before anything else about the flow (`describe`).
 
 Replication lag per partition = the records the source still holds that the source connector has not
-replicated: source high watermark - max(its committed offset + 1, the source log start). Connect commits
-source offsets every `offset.flush.interval.ms`, so lag trails by up to that. A partition the connector has
-not committed anything for lags by its whole retained range. Records deleted (retention, delete-records)
-before MM2 read them are no lag — MM2 will never read them: the health check counts them as DATA_LOSS
-(`runbooks/health/loss.py`), and a drained-replication gate does not wait for them.
+replicated, in source offsets [max(its committed offset + 1, the source log start), high watermark) — counted
+as records, not offsets (`mm2/lag.py`: transaction markers and aborted records take offsets; a range is read
+only where its offsets exceed what the caller needs to know). Connect commits source offsets every
+`offset.flush.interval.ms`, so lag trails by up to that. A partition the connector has not committed anything
+for lags by its whole retained range. Records deleted (retention, delete-records) before MM2 read them are no
+lag — MM2 will never read them: the health check counts them as DATA_LOSS (`runbooks/health/loss.py`), and a
+drained-replication gate does not wait for them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from mirrorbook.connect import AsyncConnectClient, ConnectError
 from mirrorbook.connect.models import ConnectorOffsets, ConnectorStatus, ConnectorView
 from mirrorbook.errors import Refused
 from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.lag import count_lag
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
@@ -113,8 +116,15 @@ class PartitionLag(BaseModel):
     remote_topic: str
     high_watermark: int
     replicated_offset: int | None  # last upstream offset the source connector committed
-    lag: int
+    lag: int  # records not replicated yet: at most this many (exactly, when `lag_low` equals it)
     log_start: int | None = None  # the source partition's log start offset (None: not read)
+    offset_lag: int | None = None  # the same range in offsets (markers and aborted records included)
+    lag_low: int | None = None  # at least this many records (None: a sample older than records counting)
+
+    @property
+    def lag_exact(self) -> bool:
+        """Whether `lag` is the count itself (a row made before counting in records says nothing more)."""
+        return self.lag_low is None or self.lag_low == self.lag
 
 
 class FlowStatus(BaseModel):
@@ -156,7 +166,8 @@ class FlowStatus(BaseModel):
             "total_lag": self.total_lag,
             "max_lag": self.max_lag,
             "partitions": [{"topic": p.topic, "partition": p.partition, "high_watermark": p.high_watermark,
-                            "replicated_offset": p.replicated_offset, "lag": p.lag, "log_start": p.log_start}
+                            "replicated_offset": p.replicated_offset, "lag": p.lag, "log_start": p.log_start,
+                            "offset_lag": p.offset_lag, "lag_low": p.lag_low}
                            for p in self.lag],
             "errors": self.errors,
         }
@@ -255,29 +266,37 @@ def replicated_topics(flow: FlowSpec, target_topics: list[str], source_offsets_t
 
 def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP, int],
                 lows: dict[TP, int]) -> list[PartitionLag]:
-    policy = ReplicationPolicy.for_flow(flow)
-    committed: dict[TP, int | None] = {}
+    committed: dict[TP, int] = {}
     for entry in offsets.offsets if offsets else []:
         p = entry.partition
         if p.get("cluster") != flow.source or entry.offset is None:
             continue
         committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
+    return lag_rows(flow, committed, highs, lows)
+
+
+def lag_rows(flow: FlowSpec, committed: dict[TP, int], highs: dict[TP, int], lows: dict[TP, int]) -> list[PartitionLag]:
+    """Each source partition of `highs` against the connector's last replicated offset (`committed`), by offsets."""
+    policy = ReplicationPolicy.for_flow(flow)
     rows = []
     for tp, high in sorted(highs.items()):
         done, low = committed.get(tp), lows.get(tp, 0)
-        lag = high - max(done + 1, low) if done is not None else high - low
+        lag = max(0, high - max(done + 1, low) if done is not None else high - low)
+        # By offsets: exact at 0, else an upper bound until `mm2.lag.count_lag` reads the range.
         rows.append(PartitionLag(topic=tp.topic, partition=tp.partition,
                                  remote_topic=policy.format_remote_topic(flow.source, tp.topic),
-                                 high_watermark=high, replicated_offset=done, lag=max(lag, 0),
-                                 log_start=lows.get(tp)))
+                                 high_watermark=high, replicated_offset=done, lag=lag, log_start=lows.get(tp),
+                                 offset_lag=lag, lag_low=0))
     return rows
 
 
 # -- fetching --------------------------------------------------------------------------------------
 
 async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True,
-                            connect: AsyncConnectClient | None = None) -> FlowStatus:
-    """Everything a flow's status needs, fetched concurrently (Connect and both clusters at once)."""
+                            connect: AsyncConnectClient | None = None, count_above: int = 0) -> FlowStatus:
+    """Everything a flow's status needs, fetched concurrently (Connect and both clusters at once). Lag is
+    counted in records wherever its offsets exceed `count_above` (a gate's max_lag: within it by offsets is
+    within it by records)."""
     own = connect is None
     client = connect or clients.async_connect(flow)
     errors: list[str] = []
@@ -318,6 +337,8 @@ async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool 
         mirrored = {tp for tp in highs if policy.format_remote_topic(flow.source, tp.topic) in set(topics)
                     or tp.topic in offsets_topics}
         lag = compute_lag(flow, offsets, {tp: h for tp, h in highs.items() if tp in mirrored}, lows)
+        lag = await _guard(asyncio.to_thread(count_lag, clients.admin(flow.source), lag, above=count_above),
+                           errors, f"records of cluster {flow.source} (lag by offsets shown)", lag)
     return FlowStatus(flow=flow.name, source=flow.source, target=flow.target, connect_cluster=flow.connect_cluster,
                       state=detail.state(), detailed_state=detail, connectors=connectors,
                       replicated_topics=topics, kafka_cluster_id=cluster_id, lag=lag,
@@ -347,8 +368,8 @@ def _source_topics(clients: Clients, alias: str) -> tuple[dict[TP, int], dict[TP
     return {tp: w.high for tp, w in marks.items()}, {tp: w.low for tp, w in marks.items()}
 
 
-def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True) -> FlowStatus:
-    return asyncio.run(async_flow_status(clients, flow, with_lag=with_lag))
+def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True, count_above: int = 0) -> FlowStatus:
+    return asyncio.run(async_flow_status(clients, flow, with_lag=with_lag, count_above=count_above))
 
 
 class _SharedListing:

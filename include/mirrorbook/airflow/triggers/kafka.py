@@ -68,7 +68,7 @@ class ReplicationDrainedTrigger(_PollingTrigger):
         return {"flow": self.flow, "max_lag": self.max_lag, "topics": self.topics}
 
     async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
-        status = await clients.replication(topology.flow(self.flow)).astatus()
+        status = await clients.replication(topology.flow(self.flow)).astatus(count_above=self.max_lag)
         ok, behind = drained(status, self.max_lag, set(self.topics) if self.topics else None)
         return ok, {"behind": describe_behind(behind), "total_lag": sum(behind.values()),
                     "state": status.state.value,

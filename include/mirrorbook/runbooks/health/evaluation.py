@@ -68,7 +68,9 @@ def evaluate(fh: FlowHealth, params: HealthParams, now: datetime) -> list[str]:
     if lag:
         tp, worst = max(lag.items(), key=lambda kv: kv[1])
         if worst > params.max_lag:
-            out.append(f"flow {name}: replication lag {worst} records on {tp} (max_lag={params.max_lag}; "
+            row = next((p for p in st.lag if (p.topic, p.partition) == tp), None)
+            figure = f"{worst}" if row is None or row.lag_exact else f"up to {worst} (at least {row.lag_low})"
+            out.append(f"flow {name}: replication lag {figure} records on {tp} (max_lag={params.max_lag}; "
                        f"total {sum(lag.values())})")
     hb = f"{fh.source}->{fh.target}"
     if fh.heartbeat_age_s is None:

@@ -207,7 +207,8 @@ def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) ->
     conns = json.loads(stack.connections_path.read_text())
     env.update({f"AIRFLOW_CONN_BENCH_{cid.upper()}": json.dumps(spec) for cid, spec in conns.items()
                 if spec.get("conn_type") != "spark_connect"})
-    base = {**env, **spark_env, "MIRRORBOOK_HEALTH_SCHEDULE": "none", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
+    base = {**env, **spark_env, "MIRRORBOOK_HEALTH_SCHEDULE": "none", "MIRRORBOOK_RPO_SAMPLER_SCHEDULE": "none",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
     # Airflow as it comes, then with the scheduler setting alone, then set up as the README recommends for a fast
     # cutover (the setting, and mirrorbook preloaded in the scheduler), each on an Airflow of its own: each
     # recommendation's effect, measured in the same run.

@@ -16,7 +16,7 @@ from mirrorbook.errors import Refused
 
 # Every DAG mirrorbook defines (tests/unit/test_dag_files.py checks it against mirrorbook.airflow.dag_definitions).
 DAG_IDS = ("mm2_failover", "mm2_failback", "mm2_pause_resume", "mm2_offsets", "mm2_health_check",
-           "mm2_failover_on_alert", "dr_drill")
+           "mm2_failover_on_alert", "mm2_rpo_sampler", "dr_drill")
 MARK = "# Written by `mirrorbook dags install`"
 
 

@@ -190,7 +190,7 @@ def e2e(secure_devstack: DevStack, spark_connect: Any, installed: Installed,
     with FaultProxy(stack.workers["B"].url, verify=ca, tls=serving_pems(devstack, home)) as proxy:
         # The health check runs when a test triggers it (tests/e2e/test_flow_events_api.py), never on its own.
         env = {"MIRRORBOOK_TOPOLOGY": str(topology_path), "MIRRORBOOK_AUDIT_URL": audit_url,
-               "MIRRORBOOK_HEALTH_SCHEDULE": "none",
+               "MIRRORBOOK_HEALTH_SCHEDULE": "none", "MIRRORBOOK_RPO_SAMPLER_SCHEDULE": "none",
                "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), "MIRRORBOOK_METRICS_TOKEN": METRICS_TOKEN,
                **_connections(devstack, proxy, [fo_alias, ops_alias], spark_connect.url)}
         server = airflow_server.start(home / "airflow", env, installed=installed)

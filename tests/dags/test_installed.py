@@ -145,7 +145,7 @@ def test_a_planned_failover_with_both_proofs_as_installed(dags_test: DagsTest, s
             "drain_timeout": 120, "max_lag": 0, "parity": "spark", "approval": "skip"}
     run_id = dags_test("mm2_failover", conf, **env)
 
-    verdicts = {e.action: e for e in dags_test.audit.events(run_id=run_id, kind="step")
+    verdicts = {e.action: e for e in dags_test.audit.events(run_id=run_id)
                 if e.action.startswith("step.parity.") and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}
     engines = {v.details["engine"] for v in verdicts.values()}

@@ -12,7 +12,8 @@ of EXEMPT (its reason, and what checks it in its place):
     <!-- not run: docker-compose -->
 
 Synopses — `mirrorbook devstack up [--reverse]`, alternatives `a | b`, placeholders — are ```text blocks: they are
-not run, but every `mirrorbook` line in any fenced block parses with the CLI's own parser (tests/dags/test_readme.py).
+not run, but every `mirrorbook` line of them and of the command blocks parses with the CLI's own parser
+(tests/dags/test_readme.py).
 
 What a test changes in a block before running it is its own and minimal — the address of the server it runs
 against, a password the block leaves as "…", a run dir, a long-running command replaced by a short-lived one —
@@ -133,5 +134,7 @@ def yaml_blocks(rel: str) -> list[str]:
 
 
 def cli_lines() -> list[str]:
-    """Every `mirrorbook …` line of every fenced block (commands and synopses), where it is."""
-    return [f"{b.where}: {ln}" for b in all_blocks() for ln in b.commands() if ln.startswith("mirrorbook ")]
+    """Every `mirrorbook …` line of the command blocks and the synopses (```text), where it is. (An unlabelled
+    fence is a picture — the README's diagram — not commands.)"""
+    return [f"{b.where}: {ln}" for b in all_blocks() if b.is_command or b.lang == "text"
+            for ln in b.commands() if ln.startswith("mirrorbook ")]

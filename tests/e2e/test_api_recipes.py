@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from typing import Any
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import httpx
 import pytest
@@ -27,12 +29,29 @@ REST_RECIPE = "tests/e2e/test_api_recipes.py::test_the_readmes_rest_recipe_start
 TRIGGER = "tests/e2e/test_api_recipes.py::test_mirrorbook_trigger_waits_on_the_run_it_started"
 
 
-def _reject(api: httpx.Client, run_id: str) -> dict[str, Any]:
-    """Waits for the run's approval request — the pages' unplanned failover of A->B — rejects it, returns it."""
+def _reject(api: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    """Waits for the run — the pages' unplanned failover of A->B — to exist and ask for approval; rejects it."""
+    deadline = time.monotonic() + timeout_s
+    while api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").status_code == 404:
+        assert time.monotonic() < deadline, f"no run {run_id} after {timeout_s} s"
+        time.sleep(1)
     asked = _asked(api, "mm2_failover", run_id)
     assert asked["subject"].startswith("Approve the failover of A->B (unplanned)"), asked
     api.patch(_hitl("mm2_failover", run_id), json={"chosen_options": ["Reject"]}).raise_for_status()
     return asked
+
+
+@contextmanager
+def _never_left_waiting(e2e: E2E, run_id: str) -> Iterator[None]:
+    """Whatever happens, the run does not stay waiting for an answer, holding A->B's lock for the tests after."""
+    try:
+        yield
+    finally:
+        with e2e.client() as api:
+            waiting = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}/hitlDetails",
+                              params={"response_received": False})
+            if waiting.status_code == 200 and waiting.json().get("hitl_details"):
+                api.patch(_hitl("mm2_failover", run_id), json={"chosen_options": ["Reject"]})
 
 
 def _nothing_changed(e2e: E2E, run_id: str) -> None:
@@ -49,15 +68,17 @@ def test_the_readmes_rest_recipe_starts_a_failover_at_once(e2e: E2E) -> None:
     assert block.text.count('"password": "…"') == 1
     script = block.text.replace("http://localhost:8080", e2e.url) \
         .replace('"password": "…"', f'"password": "{e2e.password("admin")}"')
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr
-    created, state = done.stdout.strip().rsplit("\n", 1)
-    assert json.loads(created)["dag_run_id"] == run_id and json.loads(created)["conf"]["mode"] == "unplanned"
-    assert json.loads(state) in ("queued", "running")  # `jq .state`: the run as the recipe's last call saw it
-    with e2e.client() as api:
-        _reject(api, run_id)  # it ran — a paused DAG would have left it queued — up to the approval
-        assert _finished(api, "mm2_failover", run_id) == "failed"
+    with _never_left_waiting(e2e, run_id):
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
+                              timeout=120, env={"PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        # The trigger's answer (curl prints no newline after it), then `jq .state` of the last call.
+        created, end = json.JSONDecoder().raw_decode(done.stdout)
+        assert created["dag_run_id"] == run_id and created["conf"]["mode"] == "unplanned", created
+        assert json.loads(done.stdout[end:]) in ("queued", "running")
+        with e2e.client() as api:
+            _reject(api, run_id)  # it ran — a paused DAG would have left it queued — up to the approval
+            assert _finished(api, "mm2_failover", run_id) == "failed"
     _nothing_changed(e2e, run_id)
 
 
@@ -71,7 +92,7 @@ def test_mirrorbook_trigger_waits_on_the_run_it_started(e2e: E2E, installed: Ins
     waiting = subprocess.Popen(["bash", "-euc", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env)
     try:
-        with e2e.client() as api:
+        with _never_left_waiting(e2e, run_id), e2e.client() as api:
             _reject(api, run_id)
         out, err = waiting.communicate(timeout=240)
     finally:

@@ -44,6 +44,14 @@ def test_comments_stand_only_above_command_blocks() -> None:
     assert [b.where for b in docs.all_blocks() if not b.is_command and (b.claim or b.exempt)] == []
 
 
+def test_every_fence_says_what_it_holds() -> None:
+    """Commands hide nowhere: a fence is bash (run), text (a synopsis, parsed), yaml or json — or, unlabelled, a
+    picture (box-drawing lines, like the README's diagram)."""
+    odd = [b.where for b in docs.all_blocks()
+           if not (b.is_command or b.lang in ("text", "yaml", "json") or (not b.lang and re.search("[─│▼►]", b.text)))]
+    assert odd == []
+
+
 def _reads(module: ast.Module, function: ast.AST, key: str) -> bool:
     """Whether `function` names `key`: as a string, or by a module-level constant that holds it."""
     names = {t.id for n in module.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)

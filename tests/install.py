@@ -1,14 +1,16 @@
-"""mirrorbook as a deployment gets it: the wheel built from this checkout, installed with the lock into a fresh venv
-outside the checkout (nothing of include/, spark_apps/ or dags/ on its path), and the DAG folder written by
-`mirrorbook dags install`, as README's "Installing into your Airflow" says.
+"""mirrorbook as a deployment gets it: the README's install block, run as written — the wheel built from a copy of
+this checkout, the lock installed into a fresh venv outside the checkout (nothing of include/, spark_apps/ or dags/
+on its path), the wheel on top, and the DAG folder written by `mirrorbook dags install` — then `pip check`.
 
 Building it costs a minute and a half, mostly pip unpacking the lock from its cache: the session starts it in the
 background as soon as a collected test asks for it (tests/conftest.py), and the test that needs it first waits.
+tests/dags/test_installed.py claims the block (tests/docs.py) and checks that it is what ran.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,12 +20,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+INSTALL_BLOCK = "tests/dags/test_installed.py::test_the_installed_package_is_all_a_deployment_has"
+
+
 @dataclass(frozen=True)
 class Installed:
     venv: Path
     dags: Path  # the DAG folder `mirrorbook dags install` wrote
     wheel: Path
     sdist: Path
+    script: str  # what ran: the README's install block
 
     def bin(self, name: str) -> str:
         return str(self.venv / "bin" / name)
@@ -43,23 +49,38 @@ def _run(cmd: list[str], **kw: object) -> None:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
+def copy_checkout(into: Path) -> Path:
+    """The checkout's files (tracked, and new ones git does not ignore) copied to `into`, its `.venv` the venv this
+    session runs in — a checkout as the README's reader has one after `make install`, whose `dist/` is its own."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file() and not src.is_symlink():
+            (into / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, into / rel)
+    (into / ".venv").symlink_to(sys.prefix)
+    return into
+
+
 def build_and_install(into: Path) -> Installed:
-    """`python -m build` (the sdist, then the wheel built from it, so the sdist is complete too), the lock into a new
-    venv by the recipe every install uses (scripts/install-lock.sh), the wheel without dependencies on top, then the
-    DAG files. Run from `into`, never from the checkout."""
-    into.mkdir(parents=True, exist_ok=True)
-    dist = into / "dist"
-    # --no-isolation: built with the lock's setuptools, not one fetched for the build.
-    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(REPO)], cwd=into)
-    [wheel], [sdist] = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
-    venv = into / "venv"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    _run([str(REPO / "scripts" / "install-lock.sh"), str(venv)], cwd=into, env=env)
-    _run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], cwd=into, env=env)
+    """The README's install block as written, from a copy of the checkout, with HOME and AIRFLOW_HOME in `into`:
+    `python -m build` (the sdist, then the wheel built from it, so the sdist is complete too; `--no-isolation`: with
+    the lock's setuptools), the lock into a new venv by the recipe every install uses (scripts/install-lock.sh), the
+    wheel without dependencies on top, the DAG files. Then `pip check`."""
+    from tests import docs
+
+    script = docs.block(INSTALL_BLOCK).text
+    checkout, home = copy_checkout(into / "checkout"), into / "home"
+    home.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("AIRFLOW")}
+    env.update(HOME=str(home), AIRFLOW_HOME=str(home / "airflow"))
+    _run(["bash", "-euc", script], cwd=checkout, env=env)
+    [wheel], [sdist] = sorted((checkout / "dist").glob("*.whl")), sorted((checkout / "dist").glob("*.tar.gz"))
+    venv = home / "airflow-venv"
     _run([str(venv / "bin" / "pip"), "check"], cwd=into, env=env)
-    installed = Installed(venv=venv, dags=into / "dags", wheel=wheel, sdist=sdist)
-    _run([installed.bin("mirrorbook"), "dags", "install", str(installed.dags)], cwd=into, env=installed.env())
-    return installed
+    return Installed(venv=venv, dags=home / "airflow" / "dags", wheel=wheel, sdist=sdist, script=script)
 
 
 class Background:

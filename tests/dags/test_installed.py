@@ -1,12 +1,13 @@
 """The product as a deployment installs it, tried the way Airflow users try a DAG: `airflow dags test`.
 
 The wheel built from this checkout is installed with the lock into a fresh venv outside the checkout and its DAG
-folder written by `mirrorbook dags install` (tests/install.py); every command here runs that venv's `airflow` from
-a directory of its own, so nothing of include/, spark_apps/ or dags/ can be imported — the Spark apps come from the
-package. On the secured stack (SASL_SSL brokers with ACLs, Connect on HTTPS + basic auth): each runbook's dry run and
-the health check, then real planned failovers of scratch flows with both proofs, on the session's Spark Connect
-server and by spark-submit. The DAGs run as shipped, RTO deadlines and all. (The same venv serves the e2e module's
-`airflow standalone`: the plugin's flows API, metrics and page, from the package's entry point.)
+folder written by `mirrorbook dags install` — the README's install block, as written (tests/install.py); every
+command here runs that venv's `airflow` from a directory of its own, so nothing of include/, spark_apps/ or dags/ can
+be imported — the Spark apps come from the package. On the secured stack (SASL_SSL brokers with ACLs, Connect on
+HTTPS + basic auth): each runbook's dry run and the health check, then real planned failovers of scratch flows with
+both proofs, on the session's Spark Connect server and by spark-submit. The DAGs run as shipped, RTO deadlines and
+all. (The same venv serves the e2e module's `airflow standalone`: the plugin's flows API, metrics and page, from the
+package's entry point.)
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from typing import Any, Callable
 
 import pytest
 
+import mirrorbook
 from mirrorbook.audit import AuditStore
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
+from tests import docs
 from tests.dags.conftest import connection_env
 from tests.helpers import next_seqs_as_group, wait_mirrored
 from tests.install import Installed
@@ -73,6 +76,11 @@ def dags_test(installed: Installed, secure_devstack: DevStack, tmp_path_factory:
 
 
 def test_the_installed_package_is_all_a_deployment_has(dags_test: DagsTest, installed: Installed) -> None:
+    """What the README's install block, run as written (tests/install.py), leaves: the package, its Spark apps, its
+    topology and plugin inside the venv, the version, the DAG files."""
+    readme = docs.block("tests/dags/test_installed.py::test_the_installed_package_is_all_a_deployment_has")
+    assert installed.script == readme.text and readme.path == "README.md"
+    assert installed.wheel.name == f"mirrorbook-{mirrorbook.__version__}-py3-none-any.whl"
     where = json.loads(dags_test.python(
         "import json, mirrorbook, mirrorbook.parity.submit as s, mirrorbook.topology as t, importlib.metadata as m;"
         "print(json.dumps({'package': mirrorbook.__file__, 'apps': str(s.apps_dir()), "
@@ -83,8 +91,6 @@ def test_the_installed_package_is_all_a_deployment_has(dags_test: DagsTest, inst
     assert {p.name for p in Path(where["apps"]).iterdir()} >= {"group_parity.py", "record_parity.py",
                                                                 "parity_common.py", "log4j2.properties"}
     assert Path(where["topology"]).is_file() and "mirrorbook.airflow.plugin:MirrorbookPlugin" in where["plugins"]
-    import mirrorbook
-
     assert where["version"] == mirrorbook.__version__
     assert sorted(p.name for p in installed.dags.iterdir()) == sorted(f"{d}.py" for d in _dag_ids())
 

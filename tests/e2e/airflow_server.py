@@ -102,14 +102,15 @@ def airflow_env(home: Path, port: int, extra: dict[str, str], installed: Install
     return env
 
 
-# What README.md has a deployment put in $AIRFLOW_HOME/config ("Scheduler settings for a fast cutover").
+# What docs/operating.md has a deployment put in $AIRFLOW_HOME/config ("Scheduler settings for a fast cutover").
 LOCAL_SETTINGS = "import mirrorbook.airflow.preload\n"
 
 
 def start(home: Path, extra_env: dict[str, str], preload: bool = True,
           installed: Installed | None = None) -> AirflowServer:
-    """`airflow standalone` in `home`, of `installed` (else of this checkout); with `preload`, set up as README.md
-    recommends (mirrorbook's task modules imported once in the scheduler, before it forks task processes)."""
+    """`airflow standalone` in `home`, of `installed` (else of this checkout); with `preload`, set up as
+    docs/operating.md recommends (mirrorbook's task modules imported once in the scheduler, before it forks task
+    processes)."""
     home.mkdir(parents=True, exist_ok=True)
     if preload:
         (home / "config").mkdir(exist_ok=True)

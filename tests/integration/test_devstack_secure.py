@@ -1,5 +1,5 @@
 """`mirrorbook devstack up --secure` (issue #12 item 1): the session's secured stack, what it writes, what it shows,
-and the README's secured walk-through run as written against it."""
+and docs/secured.md's walk-through run as written against it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.topology import load_topology
-from tests.conftest import REPO, ensure_replicating
+from tests import docs
+from tests.conftest import ensure_replicating
 from tests.helpers import wait_mirrored
 from tests.secrets_scan import needles
 
@@ -71,18 +72,12 @@ def test_what_a_secured_stack_writes_names_connection_ids_and_keeps_secrets_in_0
             assert path.stat().st_mode & 0o077 == 0, path
 
 
-def _readme_block() -> list[str]:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### A secured estate, end to end"):]
-    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
-    return [ln.split(" #", 1)[0].strip() for ln in block.splitlines() if ln.strip()]
-
-
-def test_the_readmes_secured_walk_through_runs_as_written(secure_devstack: DevStack) -> None:
-    """Each command of the README's secured block, its run dir the session's secured stack (whose `down` is
-    the session's: that line is only parsed)."""
+def test_the_secured_walk_through_runs_as_written(secure_devstack: DevStack) -> None:
+    """Each command of docs/secured.md's walk-through, its run dir the session's secured stack (whose `down` is
+    the session's: that line is only parsed, by tests/dags/test_readme.py)."""
     ensure_replicating(secure_devstack)
-    lines = _readme_block()
+    lines = docs.block("tests/integration/test_devstack_secure.py::test_the_secured_walk_through_runs_as_written"
+                       ).commands()
     assert lines[0].startswith("mirrorbook devstack up --secure") and lines[-1].startswith("mirrorbook devstack down")
     run_dir = str(secure_devstack.run_dir)
     secrets = needles(secure_devstack.run_dir)

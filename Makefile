@@ -2,7 +2,7 @@
 VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test install install-test lock clean down
+.PHONY: demo test test-fast install install-test lock clean down
 
 install:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -18,6 +18,11 @@ demo: install
 ## make test: install what the tests need and run the whole suite (unit, integration, Airflow, Spark)
 test: install-test
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+## make test-fast: the tests that need nothing running (unit and property tests, the audit store on SQLite), in
+## a few minutes: the inner loop
+test-fast: install-test
+	$(VENV)/bin/python -m pytest -m "not services" $(PYTEST_ARGS)
 
 ## make down: stop the demo stack and delete its data
 down:

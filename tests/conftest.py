@@ -50,6 +50,27 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark", "host": "local[2]"}'
 
 
+# What a test needs, read from the fixtures it uses: a test that starts or uses a service (a devstack, a Spark Connect
+# server, PostgreSQL, the installed wheel) is marked so, whatever its folder, so that `-m "not services"` (make
+# test-fast) runs exactly the tests that need nothing running.
+SERVICE_FIXTURES = {"devstack": "integration", "secure_devstack": "integration", "spark_connect": "spark",
+                    "pg_cluster": "postgres", "installed": "integration", "scene": "spark", "run_job": "spark"}
+FOLDER_MARKS = {"integration": ("integration",), "dags": ("airflow",), "e2e": ("e2e", "airflow", "integration"),
+                "spark": ("spark",)}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(str(item.fspath)).relative_to(REPO / "tests").parts[0]
+        names = set(FOLDER_MARKS.get(folder, ()))
+        names |= {mark for fixture, mark in SERVICE_FIXTURES.items() if fixture in getattr(item, "fixturenames", ())}
+        names |= {m.name for m in item.iter_markers() if m.name in ("integration", "spark", "postgres", "e2e")}
+        if names & {"integration", "spark", "postgres", "e2e"}:
+            names.add("services")
+        for name in sorted(names - {m.name for m in item.iter_markers()}):
+            item.add_marker(getattr(pytest.mark, name))
+
+
 INSTALL: dict[str, "Background"] = {}
 
 

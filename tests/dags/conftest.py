@@ -23,8 +23,6 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.topology import Topology
 from tests.conftest import REPO, ScratchFlow, ensure_replicating, scratch_on
 
-pytestmark = pytest.mark.airflow
-
 
 @pytest.fixture(scope="session")
 def airflow_db() -> None:

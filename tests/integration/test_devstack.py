@@ -39,6 +39,7 @@ def test_group_committing_on_a_gets_checkpoints_on_b(devstack, admin_a, admin_b,
         return found if len(found) == 2 else {}
 
     found = eventually(checkpoints, timeout=90, what=f"checkpoints for {group}")
+    assert set(found) == {0, 1}
     for p, cp in found.items():
         assert cp.topic == f"A.{topic}"  # checkpoints name the *target* topic
         assert cp.upstream_offset == 260

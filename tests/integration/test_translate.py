@@ -104,6 +104,7 @@ def test_one_pass_equals_kafka_per_group_translation(scenario, bootstrap_b):
 
 def test_consumer_seeking_to_mm2_offsets_never_skips(scenario, bootstrap_b):
     translated = translate_offsets_all(bootstrap_b, "A", scenario.regex)
+    assert scenario.committed
     for group, offsets in scenario.committed.items():
         ranges = {scenario.target(tp): (translated[group][scenario.target(tp)], scenario.high_b[scenario.target(tp)])
                   for tp in offsets}

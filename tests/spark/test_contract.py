@@ -44,7 +44,9 @@ def test_apps_document_themselves_without_spark(app: str, columns: list[str]):
 
 
 def test_apps_import_only_pyspark_and_the_standard_library():
-    for path in APPS.glob("*.py"):
+    apps = sorted(APPS.glob("*.py"))
+    assert apps, APPS
+    for path in apps:
         text = path.read_text()
         assert "import mirrorbook" not in text and "from mirrorbook" not in text and "airflow" not in text, path
 

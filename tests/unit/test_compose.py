@@ -400,6 +400,7 @@ def test_every_airflow_component_shares_one_configuration(services):
 
 def test_published_host_ports_are_unique(services):
     seen: dict[int, str] = {}
+    assert services
     for name, service in services.items():
         for host in published(service).values():
             assert host not in seen, f"host port {host} published by {seen.get(host)} and {name}"
@@ -467,6 +468,7 @@ def test_secured_brokers_are_the_devstacks_secured_brokers(services, secured_fil
 
 def test_secured_workers_and_connectors_are_the_devstacks(secured_files, secure_compose, topology):
     material, files = secured_files
+    assert topology.flows
     for alias, service in CONNECT_SERVICES.items():
         props = properties(files[f"worker-{alias}.properties"])
         for k, v in material.worker_properties(8083, host="0.0.0.0").items():

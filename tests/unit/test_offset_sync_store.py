@@ -90,7 +90,7 @@ def test_past_offset_translation():
 def test_keep_most_distinct_syncs():
     # Kafka runs 1e6 offsets per step; a shorter run exercises the same buckets in Python's time budget.
     iterations = 20_000
-    step = 1
+    step, steps = 1, 0
     while step < 2**63 // iterations and step < 4000:
         store = started()
         last = 1
@@ -102,6 +102,8 @@ def test_keep_most_distinct_syncs():
             assert count - last >= -1, f"expired too many syncs at {offset} (step {step})"
             last = count
         step = (step << 1) + 1
+        steps += 1
+    assert steps == 11  # step 1, 3, 7, ... 2047
 
 
 def test_matches_mm2_4_3_1_checkpoints_observed_on_the_devstack():

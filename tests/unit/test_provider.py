@@ -62,6 +62,7 @@ def test_the_shared_base_is_not_an_operator_module():
 
 
 def test_the_notifier_is_listed_by_its_class():
+    assert INFO["notifications"]
     for path in INFO["notifications"]:
         module, _, name = path.rpartition(".")
         assert issubclass(getattr(importlib.import_module(module), name), BaseNotifier)

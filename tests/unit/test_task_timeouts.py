@@ -27,6 +27,7 @@ def tasks() -> list[Any]:
 def test_every_task_has_an_execution_timeout_derived_from_its_own_deadline(tasks):
     from mirrorbook.airflow.operators.base import RunbookTask
 
+    assert tasks
     for task in tasks:
         where = f"{task.dag_id}.{task.task_id}"
         # A mapped task is built per instance at run time: its class's deadline, given to partial() as is.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorbook.demo import GROUP_POSITIONS, TOPIC_NAMES
+from mirrorbook.cli.demo import GROUP_POSITIONS, TOPIC_NAMES
 from mirrorbook.devstack.stack import DevStack
 from tests import docs
 

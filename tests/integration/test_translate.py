@@ -276,7 +276,7 @@ def test_remote_cluster_utils_and_readers_on_the_stack(devstack, bootstrap_a, bo
 
 
 def test_translate_learns_where_the_offset_syncs_are_from_the_flows_backend(topology, scratch_flow):
-    from mirrorbook.mm2.cli import syncs_location
+    from mirrorbook.cli.translate import syncs_location
 
     # the devstack's own flow keeps MM2's default; a scratch flow keeps its syncs on the target
     from mirrorbook.clients import Clients, TopologyResolver

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from mirrorbook.devstack import config
-from mirrorbook.devstack.cli import _overrides
+from mirrorbook.cli.devstack import _overrides
 from mirrorbook.devstack.errors import DevstackError
 from mirrorbook.devstack.stack import DevStack, merged, port_layout
 from mirrorbook.cli import build_parser

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirrorbook.audit import Artifact
-from mirrorbook.reports.drill_cli import DrillNotFound, report_html
+from mirrorbook.cli.drill import DrillNotFound, report_html
 from mirrorbook.reports.drill_report import (DrillSummary, LagBeforeCutover, LagPoint, PartitionOutcome, StepTiming,
                                              load_summary, render_html, write_report)
 from mirrorbook.reports.svg import Bar, Marker, Series, bar_chart, line_chart, nice_ticks, timeline

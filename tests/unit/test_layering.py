@@ -95,3 +95,14 @@ def test_the_replication_backends_import_no_runbook():
             "mirrorbook.replication.mm2_connect_states", "mirrorbook.replication.mm2_connect_offsets",
             "mirrorbook.replication.expect"} <= set(found["modules"])
     assert found["runbooks"] == []
+
+
+def test_a_command_loads_only_its_own_module():
+    """`mirrorbook flows` imports mirrorbook.cli.flows and what it needs — not the devstack, the demo or the others."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent('''
+        import json, sys
+        from mirrorbook.cli import COMMANDS, build_parser
+        build_parser(["flows", "--topology", "x.yaml"])
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith(("mirrorbook.cli.", "mirrorbook.devstack")))))
+    ''')], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == ["mirrorbook.cli.flows"]

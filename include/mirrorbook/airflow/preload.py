@@ -10,7 +10,8 @@ SQLAlchemy): ~0.3 s a task, paid a dozen times on a failover's critical path. Im
 finds them loaded. The price: a change to mirrorbook's code reaches tasks after the scheduler restarts, as a
 change to any module the scheduler imported does.
 
-Not preloaded: the plugin's web app (FastAPI; the API server loads it) and the devstack (a development tool);
+Not preloaded: the plugin's web app (FastAPI; the API server loads it), the devstack (a development tool) and the
+command line;
 the Spark clients stay imported by the proof tasks themselves (gRPC channels do not survive a fork).
 """
 
@@ -22,14 +23,14 @@ import pkgutil
 import mirrorbook
 
 # Packages a task never imports, or must not import before a fork.
-SKIPPED = ("mirrorbook.airflow.api", "mirrorbook.devstack", "mirrorbook.demo")
+SKIPPED = ("mirrorbook.airflow.api", "mirrorbook.devstack", "mirrorbook.cli")
 
 
 def preload() -> list[str]:
     """Import every module of mirrorbook a task may use; returns their names."""
     names = []
     for info in pkgutil.walk_packages(mirrorbook.__path__, "mirrorbook."):
-        if info.name.startswith(SKIPPED) or info.name.endswith("__main__"):
+        if any(info.name == s or info.name.startswith(s + ".") for s in SKIPPED) or info.name.endswith("__main__"):
             continue
         importlib.import_module(info.name)
         names.append(info.name)

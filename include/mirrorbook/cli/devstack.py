@@ -25,8 +25,7 @@ MM2_FLAGS = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("devstack", help="the local Kafka A + B + Connect/MM2 stack")
+def register(p: argparse.ArgumentParser) -> None:
     ds = p.add_subparsers(dest="devstack_cmd", required=True)
 
     def common(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:

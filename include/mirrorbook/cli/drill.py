@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mirrorbook.audit import Artifact, AuditStore
-from mirrorbook.audit.cli import store_command
+from mirrorbook.cli.audit import store_command
 from mirrorbook.audit.codec import format_time
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.reports.drill_report import ARTIFACT_KIND, load_summary, render_html
@@ -17,8 +17,7 @@ class DrillNotFound(MirrorbookError):
     pass
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("drill", help="DR drill reports: list, report")
+def register(p: argparse.ArgumentParser) -> None:
     dr = p.add_subparsers(dest="drill_cmd", required=True)
 
     ls = store_command(dr, "list", "the drills with a stored report, oldest first", cmd_list)

@@ -12,9 +12,8 @@ from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.replication import all_status
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("flows", help="flows with KIP-1144 state, connector/task states and replication lag",
-                       epilog=PRECEDENCE_HELP)
+def register(p: argparse.ArgumentParser) -> None:
+    p.epilog = PRECEDENCE_HELP
     p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or the package's example)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--partitions", action="store_true", help="also print lag per partition")

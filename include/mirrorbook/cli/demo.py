@@ -28,7 +28,7 @@ from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, LoadReport, load
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.mm2 import flows_cli
+from mirrorbook.cli.flows import render as render_flows
 from mirrorbook.mm2.flows import FlowState, FlowStatus
 from mirrorbook.replication import all_status
 from mirrorbook.mm2.internal_topics import CheckpointLog, InternalTopicMissing, read_checkpoints
@@ -81,8 +81,7 @@ class Workload:
         return any(group == g.name for g in self.groups)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="start the local stack, load a workload on A and show it replicating to B")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", help="devstack run dir (default: the per-user one `make down` stops)")
     p.add_argument("--prefix", default="demo", help="prefix of the demo's topics and groups (default demo)")
     p.add_argument("--records", type=int, default=RECORDS_PER_PARTITION,
@@ -111,7 +110,7 @@ def run_demo(run_dir: Path, workload: Workload, *, timeout_s: float = 180.0, def
     statuses = wait_caught_up(clients, flow, workload, deadline, run_dir)
     checkpoints = wait_checkpoints(clients, flow, workload, report, deadline)
     print()
-    print(flows_cli.render(statuses))
+    print(render_flows(statuses))
     print()
     print(lag_table(statuses, flow, workload))
     print()

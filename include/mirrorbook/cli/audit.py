@@ -29,8 +29,7 @@ def store_command(parent: argparse._SubParsersAction, name: str, helptext: str, 
     return sp
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("audit", help="the audit trail: list, show, verify, export, snapshots, rpo, unlock")
+def register(p: argparse.ArgumentParser) -> None:
     au = p.add_subparsers(dest="audit_cmd", required=True)
 
     common = functools.partial(store_command, au)

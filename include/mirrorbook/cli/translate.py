@@ -21,9 +21,8 @@ from mirrorbook.topology import FlowSpec, load_topology
 PING_TIMEOUT_S = 5.0  # the source is read only if it answers within this
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("translate", help="translate consumer-group offsets of a flow to its target cluster",
-                       epilog=PRECEDENCE_HELP)
+def register(p: argparse.ArgumentParser) -> None:
+    p.epilog = PRECEDENCE_HELP
     p.add_argument("--flow", required=True, help="flow name from the topology, e.g. A->B")
     p.add_argument("--groups", help="consumer groups (regex, whole id must match); default: the flow's managed groups")
     p.add_argument("--mode", choices=get_args(Translation), default="mm2",

@@ -13,7 +13,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.cli import main
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.kafka.admin import KafkaAdmin
-from mirrorbook.mm2.flows import flow_status
+from mirrorbook.replication.mm2_connect_status import flow_status
 from tests.conftest import ensure_replicating, stack_clients
 from tests.helpers import eventually
 

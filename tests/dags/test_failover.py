@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.audit.anchors import check_store
+from mirrorbook.runbooks.anchors import check_store
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
@@ -36,7 +36,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
-from mirrorbook.mm2.flows import flow_status
+from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.parity import submit, write_record_snapshot
 from mirrorbook.runbooks import move_report, parity, rpo as rpo_runbook

@@ -20,7 +20,7 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load, produce
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import flow_status
+from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.topology import Topology
 from tests.conftest import ScratchFlow

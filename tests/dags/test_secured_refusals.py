@@ -206,7 +206,8 @@ def test_a_refused_connect_client_fails_the_failover_precheck_refusal_first_and_
     then says the flow is UNKNOWN (its connectors could not be read), and its fix is the refusal's, naming the
     connection to correct; the flow, read with the same connection, is UNKNOWN with its KIP flags null."""
     from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
-    from mirrorbook.mm2.flows import FlowState, flow_status
+    from mirrorbook.mm2.flows import FlowState
+    from mirrorbook.replication.mm2_connect_status import flow_status
 
     tag = f"rp{uuid.uuid4().hex[:5]}"
     load(secured.require().kafka_config("A"), [f"{tag}-t"], 1, 5, [GroupSpec(name=f"{tag}-g0", position="end")])

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.audit.anchors import TOPIC, read_anchors, write_anchor
+from mirrorbook.runbooks.anchors import TOPIC, read_anchors, write_anchor
 from mirrorbook.cli import main
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.topology import KafkaClusterSpec, Topology

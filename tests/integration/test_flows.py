@@ -11,7 +11,8 @@ from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.workload import produce
-from mirrorbook.mm2.flows import FlowState, flow_status
+from mirrorbook.mm2.flows import FlowState
+from mirrorbook.replication.mm2_connect_status import flow_status
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration

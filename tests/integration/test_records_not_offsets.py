@@ -32,7 +32,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.records import count_records
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import flow_status
+from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.runbooks.checks import drained
 from mirrorbook.runbooks.failover import rpo_lower_bound
 from mirrorbook.runbooks.rpo_sampler import run_sampler

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from hypothesis import given, strategies as st
 
-from mirrorbook.audit.anchors import Anchor, compare, newest
+from mirrorbook.runbooks.anchors import Anchor, compare, newest
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 

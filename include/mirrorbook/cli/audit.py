@@ -140,7 +140,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _anchor_check(store: AuditStore, args: argparse.Namespace) -> Any:
     # Kafka only when asked: the store and the rest of this CLI work without a topology.
-    from mirrorbook.audit.anchors import check_store
+    from mirrorbook.runbooks.anchors import check_store
     from mirrorbook.clients import cli_clients
     from mirrorbook.topology import load_topology
 

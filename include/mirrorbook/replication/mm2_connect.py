@@ -18,7 +18,8 @@ from mirrorbook.connect.errors import ConnectError
 from mirrorbook.connect.models import ConnectorOffsets, ConnectorStatus, ConnectorView
 from mirrorbook.connect.wait import async_wait_for, reached, wait_for
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import FlowStatus, async_all_flow_status, async_flow_status, flow_status
+from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.replication.mm2_connect_status import async_all_flow_status, async_flow_status, flow_status
 from mirrorbook.replication.backend import FlowTarget, OffsetMapping, OffsetsAction, ReadBack
 from mirrorbook.replication.mm2_connect_offsets import change_offsets
 from mirrorbook.replication.mm2_connect_states import parts_status, roles_for, set_flow_state

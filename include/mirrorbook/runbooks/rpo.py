@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.audit.anchors import TOPIC as ANCHORS_TOPIC
+from mirrorbook.runbooks.anchors import TOPIC as ANCHORS_TOPIC
 from mirrorbook.audit.models import AuditRecord
 from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients

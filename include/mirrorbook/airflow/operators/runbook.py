@@ -11,7 +11,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded, run_info
 from mirrorbook.airflow.operators.parity import check_proof_engine
-from mirrorbook.audit import AuditStore, anchors
+from mirrorbook.audit import AuditStore
+from mirrorbook.runbooks import anchors
 from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
@@ -117,7 +118,7 @@ class FlowLockOperator(MirrorbookBaseOperator):
             return []
 
     def _anchor(self, rb: Runbook, flows: list[Any]) -> dict[str, Any]:
-        """The run is over: witness the audit head outside the store (anchors.py says why it is no mutation)."""
+        """The run is over: witness the audit head outside the store (runbooks/anchors.py says why it is no mutation)."""
         clusters = sorted({c for f in flows for c in (f.source, f.target)})
         done = anchors.write_anchor(rb.audit, self.hook.clients, clusters, rb.info.run_id)
         self.log.info("audit anchor: %s", json.dumps(done["anchor"]) if done["anchor"] else done["reason"])

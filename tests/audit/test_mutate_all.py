@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.runbooks.engine import Mutation, RunInfo, Runbook
+from mirrorbook.core.engine import Mutation, RunInfo, Runbook
 
 
 class Expect(BaseModel):

@@ -40,7 +40,7 @@ from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.parity import submit, write_record_snapshot
 from mirrorbook.runbooks import move_report, parity, rpo as rpo_runbook
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
 from mirrorbook.kafka.config import java_client_options

@@ -24,7 +24,7 @@ from mirrorbook.devstack.workload import produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.reports.drill_report import DrillSummary, render_html
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.failover import rpo_lower_bound
 from mirrorbook.runbooks.health import HealthParams, HealthReport, run_health_check
 from mirrorbook.runbooks.health.results import known_loss

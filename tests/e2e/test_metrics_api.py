@@ -16,7 +16,7 @@ from mirrorbook.clients import Clients, FileResolver
 from mirrorbook.connections import load_connections
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.rpo import record_kind
 from tests import docs

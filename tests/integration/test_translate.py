@@ -17,7 +17,8 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorbook import cli
-from mirrorbook.devstack.workload import GroupSpec, load, park_groups, record
+from mirrorbook.devstack.workload import GroupSpec, load, park_groups
+from mirrorbook.kafka.sequenced import record
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP

@@ -14,7 +14,7 @@ from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks import approval
 from mirrorbook.runbooks.approval import Answer, NotApproved
-from mirrorbook.runbooks.engine import PlannedCall, RunInfo, Runbook
+from mirrorbook.core.engine import PlannedCall, RunInfo, Runbook
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams, InvalidParams, OffsetsParams, parse
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan
 from mirrorbook.topology import Topology, TopologyError, load_topology

@@ -13,7 +13,7 @@ import yaml
 from mirrorbook.audit import AuditStore
 from mirrorbook.runbooks import alerts
 from mirrorbook.runbooks.alerts import Episode
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health.events import MEMORY_RUN, flow_uri, memory, remember
 from mirrorbook.topology import FailoverOnAlert, TopologyError, load_topology
 from tests.unit.test_params import TOPOLOGY

@@ -62,7 +62,7 @@ def test_every_module_outside_mirrorbook_airflow_imports_without_airflow():
     assert found["failed"] == {}, "\n".join(f"{name}:\n{tb}" for name, tb in found["failed"].items())
     assert not found["airflow"] and found["blocked"]
     # the walk really covered the package: its core packages and the leaf modules inside them
-    for name in ("mirrorbook.cli", "mirrorbook.connect.client", "mirrorbook.runbooks.engine", "mirrorbook.audit.store",
+    for name in ("mirrorbook.cli", "mirrorbook.connect.client", "mirrorbook.core.engine", "mirrorbook.audit.store",
                  "mirrorbook.mm2.flows", "mirrorbook.reports.drill_report", "mirrorbook.devstack.stack"):
         assert name in found["imported"], name
     assert not any(n.startswith("mirrorbook.airflow") for n in found["imported"])

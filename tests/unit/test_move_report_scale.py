@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mirrorbook.audit import AuditStore
 from mirrorbook.mm2.counts import Count, total
 from mirrorbook.runbooks import move_report
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, group_totals
 from tests.unit.test_plan_storage import plans
 

@@ -207,5 +207,5 @@ def test_every_mirrorbook_module_logger_carries_the_filter() -> None:
     for info in pkgutil.walk_packages(mirrorbook.__path__, "mirrorbook."):
         module = importlib.import_module(info.name)
         loggers.update({f"{info.name}.{k}": v for k, v in vars(module).items() if isinstance(v, logging.Logger)})
-    assert len(loggers) >= 10 and "mirrorbook.runbooks.engine.log" in loggers
+    assert len(loggers) >= 10 and "mirrorbook.core.engine.log" in loggers
     assert [name for name, lg in loggers.items() if REDACTING not in lg.filters] == []

@@ -18,7 +18,7 @@ from mirrorbook.connect import ConnectSettings
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectServerError, Where
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.runbooks.connectors import rerun_sentence
-from mirrorbook.runbooks.engine import Mutation, RunInfo, Runbook
+from mirrorbook.core.engine import Mutation, RunInfo, Runbook
 from mirrorbook.runbooks.move_report import move_report, render_report
 from mirrorbook.runbooks.standing import FlowNow, PartNow, at_failure, set_state_rerun, so_far
 from mirrorbook.topology import ConnectClusterSpec, FlowSpec, KafkaClusterSpec, Topology

@@ -26,7 +26,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.bounds import cut
 from mirrorbook.errors import Refused
 from mirrorbook.redaction import get_logger
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.topology import DEFAULT_RTO_SLO_S, Topology, load_topology
 
 log = get_logger(__name__)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
 from mirrorbook.audit.codec import format_time, to_utc, utf8_tree, utcnow
-
-if TYPE_CHECKING:  # an expectation is checked with the caller's clients; the store only keeps it
-    from mirrorbook.clients import Clients
-    from mirrorbook.topology import FlowSpec
 
 Kind = Literal["step", "call"]
 # "intent": a mutating call about to be made (write-ahead); its outcome follows as ok or error.
@@ -108,19 +104,6 @@ class OpenIntent(_Model):
     action: str
     expect: dict[str, Any] = Field(description="what the call leaves in place, as the runbook can check it")
     created_at: UtcDatetime
-
-
-class Expectation(BaseModel):
-    """What a mutating call leaves in place (an intent's `expect`), checkable against the real state later.
-
-    Kafka-side kinds live in runbooks/intents.py, the replication backend's in replication/expect.py; each
-    has a `kind` literal, so one discriminated union reads them all back."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def check(self, clients: "Clients", flow: "FlowSpec | None") -> tuple[bool, str]:
-        """(whether it is in place, what was found) — read from the cluster itself."""
-        raise NotImplementedError
 
 
 class SnapshotInfo(_Model):

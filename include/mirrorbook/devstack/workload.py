@@ -15,7 +15,6 @@ uncommitted unless configured otherwise).
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any, Mapping
@@ -26,10 +25,9 @@ from pydantic import BaseModel
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.config import client_config
+from mirrorbook.kafka.sequenced import record
 from mirrorbook.kafka.types import TP
 
-SEQ_HEADER = "mirrorbook-seq"
-ORIGIN_HEADER = "mirrorbook-origin"
 TXN_HEADER = "mirrorbook-txn"
 TRANSACTIONAL_ID_PREFIX = "mirrorbook-workload"
 _POSITION = re.compile(r"^(end|begin|none|end-\d+|\d+)$")
@@ -66,14 +64,6 @@ class LoadReport(BaseModel):
     produced: int
     high_watermarks: dict[str, int]
     groups: dict[str, dict[str, int]]
-
-
-def record(topic: str, partition: int, seq: int, origin: str, pad: int = 0) -> tuple[bytes, bytes, list]:
-    key = f"{topic}/{partition}/k{seq % 97}".encode()
-    value = json.dumps({"topic": topic, "partition": partition, "seq": seq, "origin": origin,
-                        "pad": "x" * pad}).encode()
-    headers = [(SEQ_HEADER, str(seq).encode()), (ORIGIN_HEADER, origin.encode())]
-    return key, value, headers
 
 
 def produce(config: str | Mapping[str, Any], topics: list[str], records_per_partition: int, *,

@@ -26,7 +26,7 @@ from mirrorbook.mm2.internal_topics import OffsetSyncsLocation
 if TYPE_CHECKING:
     from mirrorbook.connect.models import ConnectorOffsets, ConnectorStatus, ConnectorView
     from mirrorbook.mm2.flows import FlowStatus
-    from mirrorbook.runbooks.engine import Runbook, StepOutcome
+    from mirrorbook.core.engine import Runbook, StepOutcome
     from mirrorbook.topology import FlowSpec
 
 FlowTarget = Literal["RUNNING", "PAUSED", "STOPPED"]

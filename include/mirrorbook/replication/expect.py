@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from mirrorbook.audit.models import Expectation
+from mirrorbook.core.expect import Expectation
 from mirrorbook.bounds import shown
 from mirrorbook.errors import MirrorbookError
 

@@ -26,7 +26,7 @@ from mirrorbook.replication.mm2_connect_states import parts_status, roles_for, s
 from mirrorbook.topology import FlowSpec
 
 if TYPE_CHECKING:
-    from mirrorbook.runbooks.engine import Runbook, StepOutcome
+    from mirrorbook.core.engine import Runbook, StepOutcome
 
 DEFAULT_CHECKPOINT_INTERVAL_S = 60
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal,.*\.replica,__.*"  # MM2's default topics.exclude

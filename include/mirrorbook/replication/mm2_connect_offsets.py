@@ -17,13 +17,14 @@ from mirrorbook.connect.client import ConnectClient, Endpoints
 from mirrorbook.connect.models import ConnectorOffsets, OffsetEntry
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.errors import GateRefused, Verdict
+from mirrorbook.replication.connect_calls import mutate_connect
 from mirrorbook.replication.backend import TARGET_ACTION, ReadBack
 from mirrorbook.replication.expect import ConnectorOffsetsAre, ConnectorState
 from mirrorbook.replication.mm2_connect_states import connector_state
 from mirrorbook.topology import FlowSpec
 
 if TYPE_CHECKING:
-    from mirrorbook.runbooks.engine import Runbook, StepOutcome
+    from mirrorbook.core.engine import Runbook, StepOutcome
 
 SNAPSHOT_KIND = "connector-offsets"
 RESET = "reset"
@@ -118,9 +119,9 @@ def change_offsets(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: s
                     f"changed (KIP-875). Nothing was changed.",
                     "stop the flow first (mm2_pause_resume action=stop), or re-run with stop_first=true")
             rb.progress_set(resume_key, previous)
-            step.connect(client, Endpoints.stop(name), action="connector.stop",
-                         expect=ConnectorState(connector=name, state="STOPPED"),
-                         precondition=f"{name} is {status.summary()}; offsets change needs STOPPED (stop_first)")
+            mutate_connect(step, client, Endpoints.stop(name), action="connector.stop",
+                           expect=ConnectorState(connector=name, state="STOPPED"),
+                           precondition=f"{name} is {status.summary()}; offsets change needs STOPPED (stop_first)")
             state_now = "STOPPED"
             if not rb.dry_run:
                 wait_for(client, name, "STOPPED", timeout_s=timeout_s)
@@ -139,8 +140,8 @@ def change_offsets(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: s
                 precondition += f"; effect on replication: {effect}"
             call = (Endpoints.reset_offsets(name) if change == RESET else Endpoints.alter_offsets(name, change))
             expected = _expected_after(action, current, change, snapshot)
-            step.connect(client, call, action="offsets.reset" if change == RESET else f"offsets.{action}",
-                         precondition=precondition, expect=ConnectorOffsetsAre(connector=name, offsets=expected))
+            mutate_connect(step, client, call, action="offsets.reset" if change == RESET else f"offsets.{action}",
+                           precondition=precondition, expect=ConnectorOffsetsAre(connector=name, offsets=expected))
             if not rb.dry_run:
                 found = _verify(client, name, expected)
                 if on_read_back is not None:
@@ -169,8 +170,8 @@ def _restore_state(rb: "Runbook", step: Any, client: ConnectClient, name: str, p
     if previous in ("STOPPED", now) or previous not in TARGET_ACTION:
         return
     call = Endpoints.resume(name) if previous == "RUNNING" else Endpoints.pause(name)
-    step.connect(client, call, action=f"connector.{TARGET_ACTION[previous]}",
-                 expect=ConnectorState(connector=name, state=previous),
-                 precondition=f"{name} was {previous} before stop_first stopped it")
+    mutate_connect(step, client, call, action=f"connector.{TARGET_ACTION[previous]}",
+                   expect=ConnectorState(connector=name, state=previous),
+                   precondition=f"{name} was {previous} before stop_first stopped it")
     if not rb.dry_run:
         wait_for(client, name, previous, timeout_s=timeout_s)

@@ -14,12 +14,13 @@ from mirrorbook.connect.client import Call, ConnectClient, Endpoints
 from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.models import ConnectorStatus
 from mirrorbook.connect.wait import WaitTimeout, reached, wait_for
+from mirrorbook.replication.connect_calls import mutate_connect
 from mirrorbook.replication.backend import TARGET_ACTION
 from mirrorbook.replication.expect import ConnectorState
 from mirrorbook.topology import FlowSpec
 
 if TYPE_CHECKING:
-    from mirrorbook.runbooks.engine import Runbook, StepOutcome
+    from mirrorbook.core.engine import Runbook, StepOutcome
 
 # Stop replication first and bring it back last: the source connector leads on the way down.
 ORDER_DOWN = ("source", "checkpoint", "heartbeat")
@@ -72,8 +73,9 @@ def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, ro
         step.note(connector=name, role=role, target=target)
         call = decide(status, target)
         if call is not None:
-            step.connect(client, call, action=f"connector.{verb}", expect=ConnectorState(connector=name, state=target),
-                         precondition=f"{name} is {status.summary()}; wanted {target}")
+            mutate_connect(step, client, call, action=f"connector.{verb}",
+                           expect=ConnectorState(connector=name, state=target),
+                           precondition=f"{name} is {status.summary()}; wanted {target}")
         elif reached(status, target):
             step.note(reason=f"already {target}")
         if wait and not rb.dry_run:

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Literal
 from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.events import FlowMemory, memory
 from mirrorbook.runbooks.params import FormParams
 from mirrorbook.topology import Topology

@@ -23,7 +23,7 @@ from mirrorbook.bounds import cut
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
 from mirrorbook.mm2.counts import Count
-from mirrorbook.runbooks.engine import PlannedCall, Runbook
+from mirrorbook.core.engine import PlannedCall, Runbook
 from mirrorbook.runbooks.plan import TranslationPlan
 
 APPROVE, REJECT = "Approve", "Reject"  # the standard provider's ApprovalOperator options

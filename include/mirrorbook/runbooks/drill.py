@@ -45,7 +45,7 @@ from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBef
 from mirrorbook.runbooks import failover, move as moves, move_report
 from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained, not_drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
-from mirrorbook.runbooks.engine import GateRefused, Runbook
+from mirrorbook.core.engine import GateRefused, Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.intents import GroupOffsets, GroupsAbsent, TopicsExist

@@ -1,7 +1,7 @@
 """The drill's canary workload: a producer writing sequence-numbered keyed records at a fixed rate, and
 consumer groups that really consume and commit — on A before the cutover, on B after it.
 
-Records are `mirrorbook.devstack.workload.record`s: `seq` is the record's offset on the cluster it was
+Records are `mirrorbook.kafka.sequenced.record`s: `seq` is the record's offset on the cluster it was
 produced to (one idempotent producer per partition, continuing from the high watermark), so what a
 consumer reads proves, record by record, that nothing was skipped and what was read twice.
 """
@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-from mirrorbook.devstack.workload import record
+from mirrorbook.kafka.sequenced import record
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.types import TP

@@ -35,7 +35,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Rec, read_partitions, translate_precise
 from mirrorbook.mm2.records import OffsetSync
 from mirrorbook.runbooks import rpo
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import Move
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
 from mirrorbook.topology import FlowSpec

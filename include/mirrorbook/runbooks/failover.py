@@ -15,7 +15,7 @@ from mirrorbook.mm2.loss import unreplicated_at_least
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
 from mirrorbook.runbooks import unplanned
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.move import Move
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise

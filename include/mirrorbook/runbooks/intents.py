@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
-from mirrorbook.audit.models import AuditEvent, Expectation, OpenIntent, RequestSummary
+from mirrorbook.audit.models import AuditEvent, OpenIntent, RequestSummary
+from mirrorbook.core.expect import Expectation
 from mirrorbook.clients import Clients
 from mirrorbook.kafka.types import TP
 from mirrorbook.redaction import get_logger
@@ -24,7 +25,7 @@ from mirrorbook.replication.expect import ConnectorOffsetsAre, ConnectorState
 from mirrorbook.topology import FlowSpec
 
 if TYPE_CHECKING:
-    from mirrorbook.runbooks.engine import Runbook
+    from mirrorbook.core.engine import Runbook
 
 log = get_logger(__name__)
 

@@ -29,7 +29,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
-from mirrorbook.runbooks.engine import GateRefused, Mutation, Runbook, StepOutcome
+from mirrorbook.core.engine import GateRefused, Mutation, Runbook, StepOutcome
 from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlannedOffsets, TranslationPlan, managed_groups

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mirrorbook.mm2.counts import Count
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, from_columns, group_totals, to_columns
 from mirrorbook.runbooks.rpo import render_exact, render_known_lost

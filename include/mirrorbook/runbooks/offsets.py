@@ -11,7 +11,7 @@ from typing import Callable
 
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.replication.mm2_connect_offsets import SNAPSHOT_KIND
-from mirrorbook.runbooks.engine import Runbook, StepOutcome
+from mirrorbook.core.engine import Runbook, StepOutcome
 from mirrorbook.runbooks.files import artifacts_dir
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 

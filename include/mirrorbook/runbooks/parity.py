@@ -23,7 +23,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.parity import (ExpectedOffset, GroupBoundary, GroupSnapshot, ParitySummary, RecordRange, unchanged,
                                write_group_snapshot)
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology

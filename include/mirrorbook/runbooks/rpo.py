@@ -31,7 +31,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.kafka.reader import Isolation, read_ranges
 from mirrorbook.mm2.precise import Marks, PartitionData, Rec, read_partitions, rec
 from mirrorbook.redaction import get_logger
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.topology import FlowSpec
 
 log = get_logger(__name__)

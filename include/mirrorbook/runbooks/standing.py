@@ -23,9 +23,9 @@ from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError, Con
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.redaction import get_logger
 from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
-from mirrorbook.runbooks.changes import Changes, RoleOf, change, connector_of
+from mirrorbook.core.changes import Changes, RoleOf, change, connector_of
 from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import PLAN_KEY
 from mirrorbook.topology import FlowSpec
 

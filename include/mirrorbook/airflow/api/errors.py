@@ -22,7 +22,7 @@ from mirrorbook.bounds import cut, shown
 from mirrorbook.connect.errors import ConnectError, ConnectServerError
 from mirrorbook.errors import ALREADY_CHANGED, MirrorbookError, Refused
 from mirrorbook.mm2.offsets import InvalidOffsets
-from mirrorbook.runbooks.engine import GateRefused
+from mirrorbook.core.engine import GateRefused
 from mirrorbook.topology import TopologyError, UnknownFlow
 
 

@@ -26,7 +26,7 @@ from mirrorbook.airflow.operators.base import RunbookTask, guarded, run_info
 from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.runbooks import approval, failover, move as moves
 from mirrorbook.runbooks.approval import APPROVE, REJECT, Answer, Request
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.topology import ApprovalPolicy
 
 assert (ApprovalOperator.APPROVE, ApprovalOperator.REJECT) == (APPROVE, REJECT)

@@ -22,7 +22,7 @@ from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
 from mirrorbook.audit import AuditStore
 from mirrorbook.errors import MirrorbookError, Refused, Verdict
 from mirrorbook.runbooks import intents
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.params import FormParams, parse
 from mirrorbook.runbooks.standing import Rerun, at_failure
 from mirrorbook.topology import FlowSpec, TopologyError

@@ -7,7 +7,7 @@ from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, rpo, standing
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 
 # Each step's own deadline (s): its waits (a connector stop waits up to 120 s, three connectors) and

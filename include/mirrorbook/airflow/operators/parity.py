@@ -28,7 +28,7 @@ from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
 from mirrorbook.parity import connect, staging, submit
 from mirrorbook.runbooks import parity
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import load_plan, move_for
 from mirrorbook.topology import FlowSpec, Topology
 

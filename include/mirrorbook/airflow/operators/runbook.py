@@ -17,7 +17,7 @@ from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
 from mirrorbook.runbooks import lock
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.params import InvalidParams, check_keys, parse
 from mirrorbook.runbooks.report import run_report
 

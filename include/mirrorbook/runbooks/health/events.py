@@ -17,7 +17,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 
 MEMORY_RUN = "mirrorbook.flow-states"  # the run-progress "run" holding the memory (a key per flow)
 

@@ -7,7 +7,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.runbooks import lock
-from mirrorbook.runbooks.engine import GateRefused, Runbook
+from mirrorbook.core.engine import GateRefused, Runbook
 from mirrorbook.topology import FlowSpec
 
 

@@ -12,7 +12,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks import readiness, rpo
-from mirrorbook.runbooks.engine import Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.loss import DATA_LOSS, TARGET_RESET
 from mirrorbook.runbooks.health.one_pass import collect_once
 from mirrorbook.runbooks.health.params import HealthParams

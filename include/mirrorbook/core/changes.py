@@ -1,5 +1,5 @@
 """What accepted mutations changed, in the words an on-call reads — one wording for the failing task's own error
-(`runbooks/engine.py`: the changes its runbook made before the failure) and for where a run stands
+(`core/engine.py`: the changes its runbook made before the failure) and for where a run stands
 (`runbooks/standing.py`: the changes of the whole run, read back from the audit trail).
 
 Only what the audit trail keeps of a call is used — its action and path (connector names, cluster aliases, group

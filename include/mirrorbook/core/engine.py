@@ -19,11 +19,9 @@ from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditEvent, AuditStore
 from mirrorbook.audit.models import RequestSummary
-from mirrorbook.connect.client import Call, ConnectClient
-from mirrorbook.connect.errors import ConnectError
 from mirrorbook.errors import ALREADY_CHANGED, GateRefused, MirrorbookError, Refused  # noqa: F401 — GateRefused
 from mirrorbook.redaction import get_logger
-from mirrorbook.runbooks.changes import Changes, accepted, roles_noted
+from mirrorbook.core.changes import Changes, accepted, roles_noted
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -168,8 +166,7 @@ class Step:
         self.rb.audit.close_intents([
             (intent.event_id, self.rb.event(
                 action=c.action, kind="call", result="ok" if ok else "error", mutating=True, flow=self.flow,
-                request=r if ok else r.model_copy(update={"status": getattr(out, "status", None)
-                                                          if isinstance(out, ConnectError) else None}),
+                request=r if ok else r.model_copy(update={"status": _status_of(out)}),
                 error=None if ok else str(out), started_at=started,
                 snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
             for intent, c, r, (ok, out) in zip(intents, calls, requests, results)])
@@ -190,12 +187,6 @@ class Step:
         role = d.get("role")
         return f"{self.flow} {role}" if d.get("connector") == connector and isinstance(role, str) and self.flow \
             else None
-
-    def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str,
-                expect: BaseModel) -> T | None:
-        """`mutate` for a Connect REST call (the replication backend's calls on Connect)."""
-        return self.mutate(action, lambda: client.run(call), method=call.method, path=call.path, body=call.body,
-                           precondition=precondition, expect=expect)
 
 
 class Runbook:
@@ -291,3 +282,9 @@ class Runbook:
         return {"run_id": self.info.run_id, "dry_run": self.dry_run,
                 "mutations": sum(o.mutations for o in self.outcomes),
                 "steps": [o.model_dump(mode="json") for o in self.outcomes]}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The status code a refused or failed call answered with (a Connect REST error's), if it has one."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None

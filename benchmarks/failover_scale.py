@@ -246,7 +246,7 @@ def child_health(job: dict[str, Any]) -> dict[str, Any]:
     from health_check import ReadCounter, Tally, counting_clients
 
     from mirrorbook.audit import AuditStore
-    from mirrorbook.runbooks.engine import RunInfo, Runbook
+    from mirrorbook.core.engine import RunInfo, Runbook
     from mirrorbook.runbooks.health import HealthParams, run_health_check
     from mirrorbook.topology import load_topology
 

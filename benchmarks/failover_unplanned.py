@@ -149,7 +149,7 @@ def run_size(n_groups: int, rnd: random.Random, poll_s: float) -> dict[str, floa
         from mirrorbook.kafka.reader import read_ranges
         from mirrorbook.kafka.types import TP
         from mirrorbook.mm2.counts import Count
-        from mirrorbook.runbooks.engine import RunInfo, Runbook
+        from mirrorbook.core.engine import RunInfo, Runbook
         from mirrorbook.runbooks.health import HealthParams, run_health_check
         from mirrorbook.runbooks.move_report import read_report
 

@@ -140,7 +140,7 @@ def measure(topology: Any, sizes: tuple[int, ...], runs: int, audit: Any,
             reads: ReadCounter) -> dict[int, tuple[float, Tally, Any]]:
     """Median wall time per flow count. Sizes are interleaved round by round, so a load change on the
     machine hits every size alike; the first round warms up (connections, metadata caches)."""
-    from mirrorbook.runbooks.engine import RunInfo, Runbook
+    from mirrorbook.core.engine import RunInfo, Runbook
     from mirrorbook.runbooks.health import HealthParams, run_health_check
 
     params = HealthParams()

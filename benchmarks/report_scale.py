@@ -31,7 +31,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import RequestSummary
 from mirrorbook.mm2.counts import Count
 from mirrorbook.runbooks import move_report, parity
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.plan import FALLBACK_NOTES, PlanRow, TranslationPlan
 
 TOPICS = {"orders": 50, "payments": 50, "events": 49}  # 149 partitions a group; the first 100 also on "audit-0"

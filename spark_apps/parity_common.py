@@ -40,42 +40,42 @@ def _schema(*fields: tuple[str, Any, bool]) -> StructType:
     return StructType([StructField(name, typ, nullable) for name, typ, nullable in fields])
 
 
-S, I, L = StringType(), IntegerType(), LongType()
+S, INT, L = StringType(), IntegerType(), LongType()
 
 # -- snapshot inputs (Parquet) -------------------------------------------------------------------------
 EXPECTED = _schema(
     ("cluster", S, False),            # where the group's offsets are checked (e.g. "B" after a failover)
     ("group", S, False),
     ("topic", S, False),              # topic name on `cluster` (e.g. "A.orders")
-    ("partition", I, False),
+    ("partition", INT, False),
     ("expected_offset", L, False),    # what the runbook wrote / expects to find committed
     ("true_offset", L, True),         # offset of the record the group reads next, when proven; else null
     ("source_cluster", S, True),      # provenance, carried into the results
     ("source_topic", S, True),
-    ("source_partition", I, True),
+    ("source_partition", INT, True),
     ("source_committed", L, True),
 )
 ACTUAL = _schema(
     ("cluster", S, False),
     ("group", S, False),
     ("topic", S, False),
-    ("partition", I, False),
+    ("partition", INT, False),
     ("committed_offset", L, False),
 )
 WATERMARKS = _schema(
     ("cluster", S, False),
     ("topic", S, False),
-    ("partition", I, False),
+    ("partition", INT, False),
     ("low", L, False),
     ("high", L, False),
 )
 RANGES = _schema(                     # one row per partition pair to compare; offsets are [start, end)
     ("source_topic", S, False),
-    ("source_partition", I, False),
+    ("source_partition", INT, False),
     ("source_start", L, True),        # null = earliest
     ("source_end", L, True),          # null = latest (at job start)
     ("target_topic", S, False),
-    ("target_partition", I, False),
+    ("target_partition", INT, False),
     ("target_start", L, True),
     ("target_end", L, True),
     ("source_stable_end", L, True),   # set: the source partition carries transactions (its last stable offset)
@@ -83,10 +83,10 @@ RANGES = _schema(                     # one row per partition pair to compare; o
 BOUNDARIES = _schema(                 # where a group stops on the source (C) and resumes on the target (T)
     ("group", S, False),
     ("source_topic", S, False),
-    ("source_partition", I, False),
+    ("source_partition", INT, False),
     ("source_committed", L, False),   # C: committed on the source, read when the proof was prepared
     ("target_topic", S, False),
-    ("target_partition", I, False),
+    ("target_partition", INT, False),
     ("target_offset", L, True),       # T: committed on the target, read then (null: nothing committed)
     ("plan_offset", L, True),         # what the runbook planned to write: reported beside, never the reference
 )

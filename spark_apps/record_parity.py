@@ -403,7 +403,7 @@ def verdict(at_c: Column, at_t: Column, ordered: Column, max_reread: int | None)
     position judged against the truth the records establish, never against the plan (`plan_offset` is
     carried beside, and any difference shown)."""
     b = at_c["b"]
-    c, t = b["source_committed"], b["target_offset"]
+    t = b["target_offset"]
     reread = F.greatest(at_t["ge"] - at_c["ge"], F.lit(0))  # matched below C (rank(C)) less those below T
     skip = F.greatest(at_c["ge"] - at_t["ge"], F.lit(0))
     ns, nt = at_c["nearest"], F.when(t.isNotNull(), at_t["nearest"])

@@ -259,3 +259,16 @@ def secure_scratch(secured: DevStack, unique: str, use_topology, monkeypatch: py
         monkeypatch.setenv(f"AIRFLOW_CONN_MIRRORBOOK_KAFKA_{scratch.alias}", json.dumps(conns["mirrorbook_kafka_a"]))
         use_topology(scratch.topology)
         yield scratch
+
+
+@pytest.fixture
+def failures(dagbag, monkeypatch):
+    """`watch(dag_id)`: the error each of its tasks ends with, as Airflow hands it to failure callbacks (the
+    alerts an operator gets, the task log's last words)."""
+    def watch(dag_id: str) -> dict[str, str]:
+        seen: dict[str, str] = {}
+        for task in dagbag.get_dag(dag_id).tasks:
+            monkeypatch.setattr(task, "on_failure_callback",
+                                [lambda context, t=task.task_id: seen.__setitem__(t, str(context["exception"]))])
+        return seen
+    return watch

@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow.parquet as pq
 import pytest
@@ -29,7 +28,7 @@ import pytest
 from mirrorbook.audit import AuditStore
 from mirrorbook.runbooks.anchors import check_store
 from mirrorbook.connect import ConnectClient
-from mirrorbook.connect.wait import reached, wait_for
+from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import TXN_HEADER, GroupSpec, load, park_groups, produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -133,7 +132,6 @@ def test_rerun_after_a_finished_stop_does_not_wait_for_the_flow_it_stopped(fo, r
     assert prechecks[-1].details["duration_s"] < 10, prechecks[-1].details
     assert again.mutating_calls() == run.mutating_calls()
     # Each run ended by anchoring the audit head on A and B (unlock_flow): the store matches the newest anchor.
-    topo = fo.require().topology()
     check = check_store(run.audit, stack_clients(fo), ["A", "B"])
     assert check.ok and check.anchor is not None and check.anchor.run_id == run.run_id, check
     assert set(check.clusters) == {"A", "B"} and "newest seq" in check.clusters["B"], check.clusters

@@ -45,19 +45,6 @@ def through(proxy: FaultProxy, flow: Any, topology: Any, monkeypatch: pytest.Mon
     return lambda: monkeypatch.setenv(var, before)
 
 
-@pytest.fixture
-def failures(dagbag, monkeypatch):
-    """`watch(dag_id)`: the error each of its tasks ends with, as Airflow hands it to failure callbacks (the
-    alerts an operator gets, the task log's last words)."""
-    def watch(dag_id: str) -> dict[str, str]:
-        seen: dict[str, str] = {}
-        for task in dagbag.get_dag(dag_id).tasks:
-            monkeypatch.setattr(task, "on_failure_callback",
-                                [lambda context, t=task.task_id: seen.__setitem__(t, str(context["exception"]))])
-        return seen
-    return watch
-
-
 def states(url: str, flow: Any) -> dict[str, str]:
     with ConnectClient(url) as c:
         return {role: c.status(name).connector.state for role, name in flow.connectors.items()}

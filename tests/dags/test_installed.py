@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 

@@ -31,7 +31,6 @@ from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.config import client_config
 from tests.conftest import ensure_replicating
-from tests.dags.test_failure_messages import failures  # noqa: F401 — the fixture: each task's error as Airflow has it
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 

@@ -240,7 +240,7 @@ def test_anything_extra_on_a_mutating_route_is_refused_by_name_and_changes_nothi
         assert r.status_code == 400, r.text[:300]
         message = r.json()["message"]
         if params:
-            assert message.startswith(f"unknown query parameter '") and message.endswith(
+            assert message.startswith("unknown query parameter '") and message.endswith(
                 f": {method} /{{source}}/{{target}}{route} takes no query parameters"), message[-300:]
         else:
             assert message.startswith(f"{method} /{{source}}/{{target}}{route} takes no request body"), message[:300]

@@ -246,7 +246,7 @@ def test_the_form_page_fixes_the_flow_puts_dry_run_first_and_says_what_the_field
 
 
 def test_a_refused_form_keeps_what_was_typed_escaped_and_bounded():
-    html = _form_page(f"mm2_offsets", flow=HOSTILE + "->B", submitted={"offsets": HOSTILE, "stop_first": "on"},
+    html = _form_page("mm2_offsets", flow=HOSTILE + "->B", submitted={"offsets": HOSTILE, "stop_first": "on"},
                       error=HOSTILE * 10_000)
     assert "<script" not in html and "&lt;script&gt;" in html
     assert re.search(r'<textarea [^>]*name="offsets"[^>]*>&lt;script&gt;', html)

@@ -218,8 +218,8 @@ def test_brokers_have_distinct_ids_and_consistent_listeners(services, topology):
     host_ports = set()
     for alias, name in KAFKA_SERVICES.items():
         e = env(services[name])
-        listeners = dict(l.split("://") for l in e["KAFKA_LISTENERS"].split(","))
-        advertised = dict(l.split("://") for l in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
+        listeners = dict(x.split("://") for x in e["KAFKA_LISTENERS"].split(","))
+        advertised = dict(x.split("://") for x in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
         protocols = dict(p.split(":") for p in e["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
         assert set(listeners) <= set(protocols), f"{name}: a listener without a security protocol"
         # Compose clients reach the broker where the topology says; host clients on the published port.

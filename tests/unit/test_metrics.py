@@ -19,7 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorbook.airflow.api.auth import same_secret
 from mirrorbook.audit import AuditStore
-from mirrorbook.kafka.types import TP
 from mirrorbook.metrics import exposition, series_names
 from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowState, FlowStatus, PartitionLag, Unreadable
 from mirrorbook.runbooks.health import FlowHealth, GroupCheckpointHealth

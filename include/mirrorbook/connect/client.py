@@ -182,7 +182,9 @@ class Endpoints:
     @staticmethod
     def restart(name: str, include_tasks: bool = False, only_failed: bool = False) -> Call[Any]:
         params = [("includeTasks", str(include_tasks).lower()), ("onlyFailed", str(only_failed).lower())]
-        parse = (lambda b: ConnectorStatus.model_validate(b) if b else None)
+        def parse(body: Any) -> ConnectorStatus | None:
+            return ConnectorStatus.model_validate(body) if body else None
+
         return _on("POST", name, "/restart", parse, "restart", params=params, safe_to_repeat=False)
 
     @staticmethod

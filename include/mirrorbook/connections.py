@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from mirrorbook import settings
 from mirrorbook.booleans import parse_bool
 from mirrorbook.bounds import closest, cut, quoted, unknown_keys
 from mirrorbook.connect import ConnectSettings
@@ -42,7 +43,7 @@ from mirrorbook.errors import MirrorbookError, Refused
 CONNECT_CONN_TYPE = "kafka_connect"
 KAFKA_CONN_TYPE = "kafka"
 FILE_NAME = "airflow-connections.json"
-ENV = "MIRRORBOOK_CONNECTIONS"
+ENV = settings.CONNECTIONS.env
 ENV_PREFIX = "AIRFLOW_CONN_"  # Airflow's (airflow.secrets.environment_variables.CONN_ENV_PREFIX)
 # The fields of Airflow's connection (the Task SDK's `Connection`, which its JSON form's keys must name).
 FIELDS = ("conn_type", "description", "host", "schema", "login", "password", "port", "extra")
@@ -401,9 +402,9 @@ def connections_of(data: Any, what: str, origin: str | None = None) -> dict[str,
 
 def file_source(topology_path: str | Path | None) -> FileSource:
     """`$MIRRORBOOK_CONNECTIONS` (which must exist), else `airflow-connections.json` beside the topology file."""
-    env = os.environ.get(ENV)
-    if env:
-        return FileSource(env, required=True)
+    configured = settings.CONNECTIONS.get()
+    if configured:
+        return FileSource(configured, required=True)
     from mirrorbook.topology import default_path
 
     return FileSource(Path(topology_path or default_path()).parent / FILE_NAME)

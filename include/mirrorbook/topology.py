@@ -7,15 +7,15 @@ without Airflow (and are what devstack writes).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mirrorbook.errors import MirrorbookError, Refused
+from mirrorbook import settings
 from mirrorbook.bounds import shown
+from mirrorbook.errors import MirrorbookError, Refused
 from mirrorbook.patterns import compile_whole_id, reason, whole_id_matcher
 
 CONNECTOR_CLASSES = {
@@ -216,10 +216,11 @@ class Topology(_Strict):
 
 
 def default_path() -> Path:
-    """$MIRRORBOOK_TOPOLOGY, else the example shipped in the package (docker-compose's estate)."""
-    env = os.environ.get("MIRRORBOOK_TOPOLOGY")
-    if env:
-        return Path(env)
+    """The `topology` setting ($MIRRORBOOK_TOPOLOGY), else the example shipped in the package (docker-compose's
+    estate)."""
+    configured = settings.TOPOLOGY.get()
+    if configured:
+        return Path(configured)
     return Path(__file__).resolve().parent / "topology.yaml"
 
 

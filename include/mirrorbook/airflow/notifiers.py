@@ -9,7 +9,6 @@ change the task's outcome, and Airflow would only log it anyway.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,7 +17,9 @@ import httpx
 from airflow.sdk import BaseNotifier
 from pydantic import BaseModel, Field
 
-WEBHOOK_ENV = "MIRRORBOOK_ALERT_WEBHOOK_URL"
+from mirrorbook import settings
+
+WEBHOOK_ENV = settings.ALERT_WEBHOOK_URL.env
 
 
 class Alert(BaseModel):
@@ -69,7 +70,7 @@ class MirrorbookAlertNotifier(BaseNotifier):
 
 def post_alert(alert: Alert, webhook_url: str | None, log: Any, timeout_s: float = 10.0) -> None:
     """POST `alert` to the webhook (the argument, else MIRRORBOOK_ALERT_WEBHOOK_URL), if there is one."""
-    url = webhook_url or os.environ.get(WEBHOOK_ENV) or None
+    url = webhook_url or settings.ALERT_WEBHOOK_URL.get()
     if not url:
         return
     host = urlsplit(url).netloc.rsplit("@", 1)[-1]

@@ -19,10 +19,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import QueuePool, StaticPool
 
+from mirrorbook import settings
 from mirrorbook.audit.errors import AuditConfigError, AuditUnavailable
 from mirrorbook.redaction import redact_text
 
-ENV_URL = "MIRRORBOOK_AUDIT_URL"
+ENV_URL = settings.AUDIT_URL.env
 BUSY_TIMEOUT_S = 30
 # pg_advisory_xact_lock key shared by every mirrorbook audit writer ("mbaudit" in ASCII).
 PG_WRITE_LOCK_KEY = 0x6D6261756469_74
@@ -30,12 +31,17 @@ SUPPORTED = ("sqlite", "postgresql")
 
 
 def default_url() -> str:
-    """`$MIRRORBOOK_AUDIT_URL`, else the SQLite file `$AIRFLOW_HOME/mirrorbook/audit.db`."""
-    env = os.environ.get(ENV_URL)
-    if env:
-        return env
-    airflow_home = Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")
-    return f"sqlite:///{airflow_home / 'mirrorbook' / 'audit.db'}"
+    """The `audit_url` setting, else the URI of the Airflow connection `audit_conn_id` names, else the SQLite file
+    `$AIRFLOW_HOME/mirrorbook/audit.db` (`mirrorbook.settings`)."""
+    url = settings.AUDIT_URL.get()
+    if url:
+        return url
+    conn_id = settings.AUDIT_CONN_ID.get()
+    if conn_id:
+        uri = settings.connection_uri(conn_id)
+        # Airflow names PostgreSQL connections `postgres`; SQLAlchemy 2 knows only `postgresql`.
+        return "postgresql" + uri[len("postgres"):] if uri.startswith("postgres://") else uri
+    return f"sqlite:///{settings.airflow_home() / 'mirrorbook' / 'audit.db'}"
 
 
 def normalize_url(url: str) -> str:

@@ -25,11 +25,12 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel
 
+from mirrorbook import settings
 from mirrorbook.bounds import shown
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.parity.submit import ParitySummary, SparkJobError, SparkSubmitSpec
 
-ENV = "MIRRORBOOK_PARITY_URI"
+ENV = settings.PARITY_URI.env
 INPUTS = ("--expected", "--actual", "--watermarks", "--ranges", "--boundaries")
 OPTIONS_FILE = "--kafka-options-file"
 HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Hadoop's S3 connectors, as pyarrow names the store
@@ -42,7 +43,7 @@ class StagingError(MirrorbookError):
 
 def parity_uri(env: Mapping[str, str] | None = None) -> str | None:
     """`MIRRORBOOK_PARITY_URI`, without a trailing slash; None when unset or blank."""
-    value = (os.environ if env is None else env).get(ENV, "").strip().rstrip("/")
+    value = (settings.PARITY_URI.get(env) or "").rstrip("/")
     return value or None
 
 

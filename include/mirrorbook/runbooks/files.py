@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from mirrorbook import settings
 
 
 def artifacts_dir() -> Path:
-    """`MIRRORBOOK_ARTIFACTS_DIR`, default `$AIRFLOW_HOME/mirrorbook/artifacts`."""
-    if os.environ.get("MIRRORBOOK_ARTIFACTS_DIR"):
-        return Path(os.environ["MIRRORBOOK_ARTIFACTS_DIR"])
-    home = os.environ.get("AIRFLOW_HOME") or str(Path.home() / "airflow")
-    return Path(home) / "mirrorbook" / "artifacts"
+    """The `artifacts_dir` setting, default `$AIRFLOW_HOME/mirrorbook/artifacts`."""
+    configured = settings.ARTIFACTS_DIR.get()
+    return Path(configured) if configured else settings.airflow_home() / "mirrorbook" / "artifacts"
 
 
 def safe_name(text: str) -> str:

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from typing import Annotated, Any, Callable
-
-from fastapi import Depends, HTTPException, Request, status
-from fastapi.security import HTTPAuthorizationCredentials
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials
 
+from mirrorbook import settings
 from mirrorbook.airflow.api.models import Caller
 
 PAUSE_RESUME_DAG = "mm2_pause_resume"
@@ -69,7 +68,7 @@ def runbook_runner(dag_id: str) -> Callable[..., Caller]:
     return check
 
 
-METRICS_TOKEN_ENV = "MIRRORBOOK_METRICS_TOKEN"
+METRICS_TOKEN_ENV = settings.METRICS_TOKEN.env
 SCRAPER = "metrics scraper (token)"
 
 
@@ -82,7 +81,7 @@ async def metrics_reader(request: Request,
                          bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]) -> Caller:
     """The scrape token, else Airflow's own identity with the right to read flows (a wrong token that is no
     Airflow JWT is refused by Airflow: 403)."""
-    token = os.environ.get(METRICS_TOKEN_ENV, "")
+    token = settings.METRICS_TOKEN.get() or ""
     if token and bearer is not None and same_secret(bearer.credentials, token):
         return Caller(name=SCRAPER)
     return reader(await get_user(request, None, bearer))

@@ -30,23 +30,23 @@ and the alert notifier logs it and POSTs it to `MIRRORBOOK_ALERT_WEBHOOK_URL` wh
 DAGs on it. mm2_failover_on_alert is one.
 """
 
-import os
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG
 
+from mirrorbook import settings
 from mirrorbook.airflow.forms import form
 from mirrorbook.airflow.notifiers import MirrorbookAlertNotifier
 from mirrorbook.airflow.operators.flow_events import FlowEventsOperator
 from mirrorbook.airflow.operators.health import HEALTH_XCOM_KEY, HealthCheckOperator
 from mirrorbook.runbooks.health import HealthParams
 
-SCHEDULE_ENV = "MIRRORBOOK_HEALTH_SCHEDULE"
+SCHEDULE_ENV = settings.HEALTH_SCHEDULE.env
 
 
 def build() -> DAG:
-    schedule = os.environ.get(SCHEDULE_ENV, "*/5 * * * *").strip()
+    schedule = settings.HEALTH_SCHEDULE.get() or ""
     with DAG(
         dag_id="mm2_health_check",
         doc_md=__doc__,

@@ -20,21 +20,21 @@ The sampling waits in Airflow's **triggerer** (a deferred task holds no worker s
 little longer than its period.
 """
 
-import os
 from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG
 
+from mirrorbook import settings
 from mirrorbook.airflow.forms import form
 from mirrorbook.airflow.operators.rpo import RpoSamplerOperator
 from mirrorbook.runbooks.rpo_sampler import MAX_PERIOD_S, SamplerParams
 
-SCHEDULE_ENV = "MIRRORBOOK_RPO_SAMPLER_SCHEDULE"
+SCHEDULE_ENV = settings.RPO_SAMPLER_SCHEDULE.env
 
 
 def build() -> DAG:
-    schedule = os.environ.get(SCHEDULE_ENV, "*/5 * * * *").strip()
+    schedule = settings.RPO_SAMPLER_SCHEDULE.get() or ""
     with DAG(
         dag_id="mm2_rpo_sampler",
         doc_md=__doc__,

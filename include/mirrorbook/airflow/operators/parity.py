@@ -9,7 +9,6 @@ skips the job — the step's own read-back still verifies, without Spark.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -27,14 +26,12 @@ from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
 from mirrorbook.parity import connect, staging, submit
+from mirrorbook import settings
 from mirrorbook.runbooks import parity
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import load_plan, move_for
 from mirrorbook.topology import FlowSpec, Topology
 
-SPARK_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONN_ID", "spark_default")
-# When this connection (the Spark provider's `spark_connect` type) exists, the proofs run on that server.
-SPARK_CONNECT_CONN_ID = os.environ.get("MIRRORBOOK_SPARK_CONNECT_CONN_ID", SparkConnectHook.default_conn_name)
 # What spark-submit needs from this venv: pip's pyspark, this Python, and PATH where it finds spark-submit.
 SUBMIT_ENV = ("PATH", "SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME")
 CHECKS = ("unchanged", "offsets", "move")
@@ -119,13 +116,18 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
 
     deadline_s = 3600.0
 
-    def __init__(self, *, check: str, app: str = "group_parity", conn_id: str = SPARK_CONN_ID,
+    def __init__(self, *, check: str, app: str = "group_parity", conn_id: str | None = None,
                  **kwargs: Any) -> None:
         if check not in CHECKS:
             raise ValueError(f"check must be one of {CHECKS}")
         super().__init__(**kwargs)
+        # None: the `spark_conn_id` setting, read when the task runs (mirrorbook.settings)
         self.check, self.app, self.conn_id = check, app, conn_id
         self._submitting: SparkSubmitHook | None = None  # the running submission, for on_kill
+
+    @property
+    def spark_conn_id(self) -> str:
+        return self.conn_id or settings.SPARK_CONN_ID.get() or "spark_default"
 
     def execute(self, context: Any) -> Any:
         params = self.runbook_params(context)
@@ -140,7 +142,7 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
         connect_conn_id = spark_connect_choice(params, self.hook.topology)[0]
         url = spark_connect_url(connect_conn_id)
         # The job is built for the master it will run on: local-only settings for a local one only.
-        master = submit.DEFAULT_MASTER if url is not None else spark_submit_master(self.conn_id)
+        master = submit.DEFAULT_MASTER if url is not None else spark_submit_master(self.spark_conn_id)
         spec = guarded(lambda: self._spec(rb, self.hook, flow, params, master))
         if spec is None:
             with rb.step(f"parity.{self.app}", flow.name) as step:
@@ -193,10 +195,10 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
         """Run the spark-submit; how it failed (the apps exit non-zero on a failed parity, and their summary
         says why), or None when it exited 0."""
         try:
-            BaseHook.get_connection(self.conn_id)
+            BaseHook.get_connection(self.spark_conn_id)
         except AirflowNotFoundException:
             self.log.warning("no %r connection: running %s with master local[*] on this worker "
-                             "(create the connection to submit to a cluster)", self.conn_id, job.name)
+                             "(create the connection to submit to a cluster)", self.spark_conn_id, job.name)
             code, log = submit.execute(job, timeout_s=None)
             return f"spark-submit exited {code} (log {log})" if code else None
         kw = job.operator_kwargs()
@@ -205,7 +207,7 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
             conf["spark.driver.extraJavaOptions"] = job.driver_java_options
         env = submit.local_env()
         self._submitting = SparkSubmitHook(
-            conn_id=self.conn_id, conf=conf, jars=kw["jars"], py_files=kw["py_files"], files=kw["files"],
+            conn_id=self.spark_conn_id, conf=conf, jars=kw["jars"], py_files=kw["py_files"], files=kw["files"],
             name=kw["name"], application_args=kw["application_args"], driver_memory=kw["driver_memory"],
             env_vars={k: env[k] for k in SUBMIT_ENV if k in env})
         try:
@@ -270,11 +272,18 @@ def spark_connect_choice(params: Any, topology: Topology) -> tuple[str, str | No
         return named, "the run's spark_connect parameter"
     if topology.spark_connect_connection_id:
         return topology.spark_connect_connection_id, "the topology's spark_connect_connection_id"
-    return SPARK_CONNECT_CONN_ID, None
+    return _spark_connect_conn_id(), None
 
 
-def spark_connect_url(conn_id: str = SPARK_CONNECT_CONN_ID) -> str | None:
-    """The sc:// URL of the Spark Connect connection `conn_id`, or None when there is none."""
+def _spark_connect_conn_id() -> str:
+    """When this connection (the Spark provider's `spark_connect` type) exists, the proofs run on that server."""
+    return settings.SPARK_CONNECT_CONN_ID.get() or SparkConnectHook.default_conn_name
+
+
+def spark_connect_url(conn_id: str | None = None) -> str | None:
+    """The sc:// URL of the Spark Connect connection `conn_id` (default: the setting's), or None when there is
+    none."""
+    conn_id = conn_id or _spark_connect_conn_id()
     try:
         BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
@@ -282,8 +291,10 @@ def spark_connect_url(conn_id: str = SPARK_CONNECT_CONN_ID) -> str | None:
     return SparkConnectHook(conn_id).get_connection_url()
 
 
-def spark_submit_master(conn_id: str = SPARK_CONN_ID) -> str:
-    """The master spark-submit would use: the Spark connection's, as the provider reads it, else ours."""
+def spark_submit_master(conn_id: str | None = None) -> str:
+    """The master spark-submit would use: the Spark connection's (default: the `spark_conn_id` setting's), as the
+    provider reads it, else ours."""
+    conn_id = conn_id or settings.SPARK_CONN_ID.get() or "spark_default"
     try:
         conn = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
@@ -320,6 +331,6 @@ def check_proof_engine(params: Any, topology: Topology) -> None:
     if not submit.is_local(master):
         raise Refused(f"parity=spark would run the proofs by spark-submit on master {shown(master)}, whose driver "
                       "cannot read this worker's snapshot files nor return its verdict to them",
-                      f"configure a Spark Connect connection ({SPARK_CONNECT_CONN_ID!r}, type spark_connect) — the "
+                      f"configure a Spark Connect connection ({_spark_connect_conn_id()!r}, type spark_connect) — the "
                       f"proofs then need no shared disk — or set {staging.ENV} to a location this worker and the "
                       "cluster both reach (s3a://…, hdfs://…, file:/// on a shared mount), or run with parity=off")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from mirrorbook.bounds import CONF_LIMITS, cut, loads
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.runbooks.params import check_conf
+from mirrorbook.runbooks.registry import check_conf
 
 ENV_URL = "MIRRORBOOK_AIRFLOW_URL"
 ENV_USER = "MIRRORBOOK_AIRFLOW_USER"

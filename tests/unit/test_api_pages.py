@@ -23,7 +23,8 @@ from mirrorbook.airflow.forms import form
 from mirrorbook.audit import AuditStore
 from mirrorbook.errors import Refused
 from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowState, FlowStatus, PartitionLag
-from mirrorbook.runbooks.params import InvalidParams, model_of, parse
+from mirrorbook.runbooks.params import InvalidParams, parse
+from mirrorbook.runbooks.registry import model_of
 from mirrorbook.topology import Topology
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=timezone.utc)

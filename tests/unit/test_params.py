@@ -19,8 +19,9 @@ from mirrorbook.patterns import InvalidPattern, whole_id_matcher
 from mirrorbook.runbooks.alerts import OnAlertParams
 from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
-from mirrorbook.runbooks.params import (RUNBOOKS, FailbackParams, FailoverParams, InvalidParams, OffsetsParams,
-                                        PauseResumeParams, check_snapshot, parse)
+from mirrorbook.runbooks.params import (FailbackParams, FailoverParams, InvalidParams, OffsetsParams, PauseResumeParams,
+                                        check_snapshot, parse)
+from mirrorbook.runbooks.registry import RUNBOOKS
 from mirrorbook.topology import Topology
 from tests import docs
 
@@ -32,7 +33,8 @@ TOPOLOGY = Topology.model_validate({
     "flows": [{"source": "A", "target": "B", "connect_cluster": "B"},
               {"source": "B", "target": "A", "connect_cluster": "A"}],
 })
-MODELS = [*RUNBOOKS.values(), DrillParams, HealthParams, OnAlertParams]
+MODELS = [r.params for r in RUNBOOKS.values()]
+assert {DrillParams, HealthParams, OnAlertParams} <= set(MODELS)
 ECHO_BOUND = 2_000  # no refusal message grows with its input beyond this
 
 

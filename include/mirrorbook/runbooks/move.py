@@ -31,7 +31,7 @@ from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
 from mirrorbook.core.engine import GateRefused, Mutation, Runbook, StepOutcome
 from mirrorbook.runbooks.intents import GroupOffsets
-from mirrorbook.runbooks.params import FailbackParams, FailoverParams
+from mirrorbook.runbooks.params import FailbackParams, FailoverParams, InvalidParams, MoveParams, Preflight
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlannedOffsets, TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology
 
@@ -135,6 +135,21 @@ def no_groups(move: Move) -> str:
     where = (f"on {move.from_cluster}" if move.planned else
              f"in what survives on {move.to_cluster} (MM2 checkpoints, readiness positions)")
     return f"No consumer group matches {shown(move.regex)} {where}"
+
+
+def preflight(params: MoveParams, context: Preflight) -> list[str]:
+    """A groups pattern that matches nothing on the cluster a planned move leaves: a real run is refused
+    here, before the lock; a dry run plans on and says so (nothing to move is not an error there). An
+    unplanned move finds its groups in what survives on the target: its precheck looks."""
+    if params.mode != "planned":
+        return []
+    move = move_for(params, context.topology)  # type: ignore[arg-type]  # a failover or a failback
+    admin = context.clients.admin(move.from_cluster)
+    if not reachable(admin) or managed_groups(admin, move.regex):
+        return []  # an unreachable cluster is precheck's to refuse, saying so
+    if not params.dry_run:
+        raise InvalidParams(no_groups(move), NOTHING_TO_MOVE_HINT)
+    return [f"{no_groups(move)}: nothing to move — a real run with these parameters is refused"]
 
 
 def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:

@@ -310,23 +310,6 @@ class MoveParams(ApprovedParams):
     def groups_regex(self, topology: Topology) -> str:
         return self.groups or topology.groups_regex(self.flow_spec)
 
-    def preflight(self, context: Preflight) -> list[str]:
-        """A groups pattern that matches nothing on the cluster a planned move leaves: a real run is refused
-        here, before the lock; a dry run plans on and says so (nothing to move is not an error there). An
-        unplanned move finds its groups in what survives on the target: its precheck looks."""
-        from mirrorbook.runbooks.move import NOTHING_TO_MOVE_HINT, move_for, no_groups, reachable  # imports us
-        from mirrorbook.runbooks.plan import managed_groups
-
-        if self.mode != "planned":
-            return []
-        move = move_for(self, context.topology)
-        admin = context.clients.admin(move.from_cluster)
-        if not reachable(admin) or managed_groups(admin, move.regex):
-            return []  # an unreachable cluster is precheck's to refuse, saying so
-        if not self.dry_run:
-            raise InvalidParams(no_groups(move), NOTHING_TO_MOVE_HINT)
-        return [f"{no_groups(move)}: nothing to move — a real run with these parameters is refused"]
-
 
 class FailoverParams(MoveParams):
     """mm2_failover: move the flow's managed consumer groups from its source to its target."""
@@ -419,42 +402,9 @@ def accepted_values(model: type[BaseModel], field: str) -> list[str]:
     return [json.dumps(v) if not isinstance(v, str) else v for v in prop.get("enum", [])]
 
 
-# The runbook DAGs and the model each one's form is generated from.
-RUNBOOKS: dict[str, type[FormParams]] = {
-    "mm2_pause_resume": PauseResumeParams,
-    "mm2_offsets": OffsetsParams,
-    "mm2_failover": FailoverParams,
-    "mm2_failback": FailbackParams,
-}
-
-
-def model_of(dag_id: str) -> type[FormParams] | None:
-    """The parameters model of one of mirrorbook's DAGs, or None for a DAG that is not ours. (The drill and
-    the health check keep their models beside their logic, which imports this module: imported here late.)"""
-    if dag_id in RUNBOOKS:
-        return RUNBOOKS[dag_id]
-    if dag_id == "dr_drill":
-        from mirrorbook.runbooks.drill import DrillParams
-        return DrillParams
-    if dag_id == "mm2_health_check":
-        from mirrorbook.runbooks.health import HealthParams
-        return HealthParams
-    if dag_id == "mm2_failover_on_alert":
-        from mirrorbook.runbooks.alerts import OnAlertParams
-        return OnAlertParams
-    return None
-
-
 def check_keys(model: type[FormParams], conf: Mapping[str, Any]) -> None:
     """What can be refused about a run's conf without the topology: its sizes and its keys."""
     if not isinstance(conf, Mapping):
         raise InvalidParams(f"a run's conf must be a JSON object, got {shown(conf)}")
     check_sizes(model, conf)
     refuse_unknown(model, conf.keys())
-
-
-def check_conf(dag_id: str, conf: Mapping[str, Any]) -> None:
-    """`check_keys` for one of mirrorbook's DAGs (`mirrorbook trigger`, before anything is sent)."""
-    model = model_of(dag_id)
-    if model is not None:
-        check_keys(model, conf)

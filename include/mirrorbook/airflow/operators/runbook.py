@@ -19,6 +19,7 @@ from mirrorbook.errors import Refused
 from mirrorbook.runbooks import lock
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.params import InvalidParams, check_keys, parse
+from mirrorbook.runbooks.registry import preflight
 from mirrorbook.runbooks.report import run_report
 
 # Parameters too large to be worth an XCom copy (the audit keeps the validated run's parameters).
@@ -54,7 +55,7 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
                 step.note(runbook=self.params_model.__name__)
                 self._check_conf(getattr(context["dag_run"], "conf", None) or {})
                 parsed = parse(self.params_model, raw, self.hook.topology)
-                warnings = parsed.preflight(_Preflight(rb.audit, self.hook.clients, self.hook.topology))
+                warnings = preflight(parsed, _Preflight(rb.audit, self.hook.clients, self.hook.topology))
                 check_proof_engine(parsed, self.hook.topology)
                 step.note(params=parsed.model_dump(mode="json", exclude=NOT_IN_XCOM), warnings=warnings)
         except Refused as exc:

@@ -42,7 +42,8 @@ def test_every_task_has_an_execution_timeout_derived_from_its_own_deadline(tasks
 
 
 def test_each_timeout_covers_the_waits_of_its_task(tasks):
-    from mirrorbook.airflow.operators.move import STEP_DEADLINES, GroupMoveOperator
+    from mirrorbook.airflow.operators.move import GroupMoveOperator
+    from mirrorbook.runbooks.move_steps import STEPS
     from mirrorbook.airflow.sensors.connect import ConnectorStateSensor
     from mirrorbook.airflow.sensors.kafka import TRIGGER_MARGIN_S, _MoveGateSensor
 
@@ -57,7 +58,7 @@ def test_each_timeout_covers_the_waits_of_its_task(tasks):
         elif isinstance(task, ConnectorStateSensor):
             assert task.execution_timeout > timedelta(seconds=task.timeout), where  # its whole wait, and more
         elif isinstance(task, GroupMoveOperator):
-            assert task.execution_timeout == timedelta(seconds=STEP_DEADLINES[task.step]), where
+            assert task.execution_timeout == timedelta(seconds=STEPS[task.step][1]), where
         else:
             continue
         kinds.add(type(task).__name__)

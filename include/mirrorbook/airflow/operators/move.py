@@ -1,20 +1,14 @@
-"""GroupMoveOperator: one step of mm2_failover or mm2_failback (precheck, translate, write, verify, ...)."""
+"""GroupMoveOperator: one step of mm2_failover or mm2_failback (precheck, translate, write, verify, ...): a few lines
+over the step table of `mirrorbook.runbooks.move_steps`."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
-from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, rpo, standing
-from mirrorbook.core.engine import Runbook
-from mirrorbook.runbooks.files import artifacts_dir, safe_name
-
-# Each step's own deadline (s): its waits (a connector stop waits up to 120 s, three connectors) and
-# its reads (precise translation at a thousand groups), plus a margin.
-STEP_DEADLINES = {"precheck": 300, "translate": 1800, "write_offsets": 900, "verify": 300, "stop_flow": 600,
-                  "confirm_stopped": 420, "start_other_flow": 600, "report": 600}
-STEPS = tuple(STEP_DEADLINES)
+from mirrorbook.runbooks import move as moves
+from mirrorbook.runbooks import standing
+from mirrorbook.runbooks.move_steps import STEPS, StepRun
 
 
 class GroupMoveOperator(MirrorbookBaseOperator):
@@ -22,12 +16,12 @@ class GroupMoveOperator(MirrorbookBaseOperator):
 
     def __init__(self, *, step: str, **kwargs: Any) -> None:
         if step not in STEPS:
-            raise ValueError(f"step must be one of {STEPS}")
+            raise ValueError(f"step must be one of {tuple(STEPS)}")
         self.step = step
         super().__init__(**kwargs)
 
     def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
-        return float(STEP_DEADLINES[self.step])
+        return float(STEPS[self.step][1])
 
     def execute(self, context: Any) -> Any:
         topology = self.hook.topology
@@ -37,69 +31,11 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         # The flow this step drives first: the other direction's when it starts that one.
         other = topology.reverse_of(move.flow) if move.direction == "failover" else move.flow
         flows = [other, move.via] if self.step == "start_other_flow" and other is not None else [move.via]
-        return self.guarded_run(rb, flows, lambda: self._run(context, topology, params, move, rb),
-                                standing.move_rerun(rb, self.step, move.to_cluster))
+        dag_run = context["dag_run"]
+        run = StepRun(rb, self.hook.clients, topology, move,
+                      getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None))
+        def step() -> Any:
+            out = STEPS[self.step][0](run)
+            return out if self.step == "report" else self.log_outcomes(rb)
 
-    def _run(self, context: Any, topology: Any, params: Any, move: moves.Move, rb: Runbook) -> Any:
-        clients = self.hook.clients
-        compute = failover.compute_plan if move.direction == "failover" else failback.compute_plan
-        if self.step == "precheck":
-            moves.precheck(rb, clients, move)
-        elif self.step == "translate":
-            plan = moves.translate(rb, clients, move, compute)
-            self.log.info("%s", move_report.render_report(move_report.move_report(rb, plan, None)))
-        elif self.step == "write_offsets":
-            moves.write_offsets(rb, clients, move, moves.load_offsets(rb))
-        elif self.step == "verify":
-            moves.verify_offsets(rb, clients, move, moves.load_offsets(rb))
-        elif self.step == "stop_flow":
-            moves.stop_flow(rb, clients, move, move.via)
-        elif self.step == "confirm_stopped":
-            moves.confirm_stopped(rb, clients, move, move.via)
-        elif self.step == "start_other_flow":
-            self._start_other(rb, clients, move, topology)
-        else:
-            return self._report(context, rb, clients, move, topology)
-        return self.log_outcomes(rb)
-
-    def _start_other(self, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> None:
-        other = moves.other_flow(move, topology)
-        if other is not None:
-            moves.start_flow(rb, clients, other)
-        else:
-            self.log.info("not requested: the other direction is left as it is")
-
-    def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> dict[str, Any]:
-        kept = rb.progress_get(moves.PLAN_KEY)
-        plan = moves.TranslationPlan.from_stored(kept) if kept else None
-        extra: dict[str, Any] = {}
-        if move.direction == "failover" and not move.planned and not rb.dry_run:
-            extra["rpo"] = rpo.for_failover(rb, clients, move.flow, _trigger_time(context))
-        if move.direction == "failback" and not rb.dry_run:
-            extra["divergence"] = failback.run_divergence(rb, clients, move.flow)
-            if (figures := failback.run_rpo(rb, clients, move.flow)) is not None:
-                extra["rpo"] = figures
-        if not rb.dry_run:
-            extra["proof"] = parity.move_proof(rb, plan)
-        from mirrorbook.runbooks.report import run_report
-
-        run = run_report(rb.audit, rb.info.run_id)
-        extra["mutating_calls"] = run["mutating_calls"]
-        extra["planned_calls"] = run["planned_calls"]
-        report = move_report.move_report(rb, plan, _trigger_time(context), extra,
-                                         [f for f in (move.flow, move.via, topology.reverse_of(move.flow)) if f])
-        text = move_report.render_report(report)
-        for line in (text + "\n" + run["text"]).splitlines():
-            self.log.info("%s", line)
-        path = artifacts_dir() / f"{move.direction}-{safe_name(rb.info.run_id)}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(move_report.report_json(report))
-        rb.audit.record_artifact(f"{move.direction}-report", rb.info.run_id, str(path),
-                                 {k: report.get(k) for k in ("rto_s", "plan", "rpo", "divergence", "flow", "mode")})
-        return move_report.for_xcom(report, path)
-
-
-def _trigger_time(context: Any) -> datetime | None:
-    dag_run = context["dag_run"]
-    return getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
-
+        return self.guarded_run(rb, flows, step, standing.move_rerun(rb, self.step, move.to_cluster))

@@ -100,7 +100,8 @@ def small_load(stack: DevStack, seconds: float) -> int:
     """Produce to A in small batches for `seconds` (MM2 mirrors it to B); park a group once."""
     bootstrap = stack.require().kafka_config("A", "app")  # the workload's principal on a secured stack
     topic = "bench-load"
-    load(bootstrap, [topic], partitions=3, records_per_partition=500, groups=[GroupSpec(name="bench", position="end-50")])
+    load(bootstrap, [topic], partitions=3, records_per_partition=500,
+         groups=[GroupSpec(name="bench", position="end-50")])
     admin = KafkaAdmin(bootstrap)
     produced, deadline = 1500, time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -124,7 +125,8 @@ def one_run(index: int, load_s: float, secure: bool = False) -> tuple[float, flo
     finally:
         peak = sampler.stop()
         stack.down(purge=True)
-    print(f"run {index} ({kind}): all connectors and tasks RUNNING after {started:.1f} s; peak RSS {startup_peak / MIB:.0f} MiB "
+    print(f"run {index} ({kind}): all connectors and tasks RUNNING after {started:.1f} s; "
+          f"peak RSS {startup_peak / MIB:.0f} MiB "
           f"during start, {peak / MIB:.0f} MiB including {load_s:.0f} s of load ({produced} records, "
           f"{sampler.samples} samples)", flush=True)
     return started, peak / MIB
@@ -147,7 +149,8 @@ def main() -> None:
             secured.append(one_run(i + 1, args.load_s, secure=True))
     starts = [s for s, _ in results]
     peaks = [p for _, p in results]
-    print(f"start times: {', '.join(f'{s:.1f}' for s in starts)} s; peak RSS: {', '.join(f'{p:.0f}' for p in peaks)} MiB")
+    print(f"start times: {', '.join(f'{s:.1f}' for s in starts)} s; "
+          f"peak RSS: {', '.join(f'{p:.0f}' for p in peaks)} MiB")
     print("targets on 2 cores: start < 90 s, RSS < 3072 MiB")
     print(f"RESULT devstack_start_s={statistics.median(starts):.1f} s")
     print(f"RESULT devstack_rss_mib={statistics.median(peaks):.0f} MiB")

@@ -52,7 +52,8 @@ def synthesize(rows: int, out: Path, seed: int = 7) -> collector.GroupSnapshot:
     reference = np.where(known, true_off, expected_off)
     fate = rng.random(rows)
     delta = rng.integers(1, 50, rows)
-    committed = np.where(fate < REREAD, np.maximum(reference - delta, 0), np.where(fate < REREAD + SKIP, reference + delta, reference))
+    committed = np.where(fate < REREAD, np.maximum(reference - delta, 0),
+                         np.where(fate < REREAD + SKIP, reference + delta, reference))
     keep = fate >= REREAD + SKIP + MISSING  # rows in the MISSING band get no committed offset
     keep |= fate < REREAD + SKIP
     cluster = pa.array(["B"] * rows).dictionary_encode().dictionary_decode()
@@ -65,7 +66,8 @@ def synthesize(rows: int, out: Path, seed: int = 7) -> collector.GroupSnapshot:
     }, schema=schemas.EXPECTED)
     mask = pa.array(keep)
     actual = pa.table({"cluster": cluster.filter(mask), "group": groups_a.filter(mask), "topic": topics_a.filter(mask),
-                       "partition": pa.array(partition).filter(mask), "committed_offset": pa.array(committed).filter(mask)},
+                       "partition": pa.array(partition).filter(mask),
+                       "committed_offset": pa.array(committed).filter(mask)},
                       schema=schemas.ACTUAL)
     n_unexp = int(rows * UNEXPECTED)  # committed partitions of in-scope groups that nothing expects
     j = rng.integers(0, rows, n_unexp)
@@ -78,7 +80,8 @@ def synthesize(rows: int, out: Path, seed: int = 7) -> collector.GroupSnapshot:
                       "partition": pa.array([p for _, p in tps], pa.int32()), "low": [0] * len(tps),
                       "high": [2_000_000] * len(tps)}, schema=schemas.WATERMARKS)
     return collector.GroupSnapshot(expected=collector.write(expected, out / "expected.parquet"),
-                                   actual=collector.write(pa.concat_tables([actual, unexpected]), out / "actual.parquet"),
+                                   actual=collector.write(pa.concat_tables([actual, unexpected]),
+                                                          out / "actual.parquet"),
                                    watermarks=collector.write(marks, out / "watermarks.parquet"))
 
 
@@ -121,7 +124,8 @@ def main() -> int:
             t0 = time.perf_counter()
             snap = synthesize(n, work / f"snap-{n}")
             print(f"rows={n}: synthesized in {time.perf_counter() - t0:.1f}s "
-                  f"({snap.expected.stat().st_size / 1e6:.0f} MB expected, {snap.actual.stat().st_size / 1e6:.0f} MB actual)")
+                  f"({snap.expected.stat().st_size / 1e6:.0f} MB expected, "
+                  f"{snap.actual.stat().st_size / 1e6:.0f} MB actual)")
             walls[n], summary = run_spark(snap, work / f"spark-{n}", args.master, args.driver_memory,
                                              args.jvm_options)
             singles[n], counts = run_single(snap, work / f"single-{n}.parquet")

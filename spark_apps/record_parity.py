@@ -307,7 +307,8 @@ def boundary_rows(b: DataFrame, p: DataFrame) -> DataFrame:
              & (p["target_partition"].isNull() | (b["target_partition"] == p["target_partition"]))
              & (p["source_partition"].isNotNull() | (b["source_partition"] == b["target_partition"])))
     has_pair = p["pair_no"].isNotNull()
-    fields = [b[c] for c in BOUNDARY_FIELDS[:-1]] + [(has_pair & F.coalesce(covered(b, p), F.lit(False))).alias("covered")]
+    fields = [b[c] for c in BOUNDARY_FIELDS[:-1]] + \
+        [(has_pair & F.coalesce(covered(b, p), F.lit(False))).alias("covered")]
     return b.join(F.broadcast(p), match, "left").select(
         F.when(has_pair, pid_col(p, b["source_partition"])).alias("pid"), F.lit(BOUNDARY).alias("kind"),
         F.explode(F.array(F.lit(SOURCE), F.lit(TARGET))).alias("axis"), F.struct(*fields).alias("b"))
@@ -433,7 +434,8 @@ def difference_struct() -> Column:
     """MISSING and EXTRA records, and ORDER violations (reported on the record that broke the order)."""
     def row(kind: str, source: Column, target: Column, previous: Column, of: str = "") -> Column:
         return F.struct(F.lit(kind).alias("kind"), source.cast("long").alias("source_offset"),
-                        target.cast("long").alias("target_offset"), previous.cast("long").alias("previous_target_offset"),
+                        target.cast("long").alias("target_offset"),
+                        previous.cast("long").alias("previous_target_offset"),
                         F.lit(kind == "ORDER").alias("order_violation"), F.col(f"{of}hash").alias("hash"),
                         F.col(f"{of}key_preview").alias("key_preview"))
     none = F.lit(None)

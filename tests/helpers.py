@@ -52,7 +52,8 @@ def set_topic_config(bootstrap: Config, topic: str, key: str, value: str | None)
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
-    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry(key, value, incremental_operation=op)])
+    res = ConfigResource(ResourceType.TOPIC, topic,
+                         incremental_configs=[ConfigEntry(key, value, incremental_operation=op)])
     admin = AdminClient(client_config(bootstrap))  # kept referenced until the futures resolve
     for fut in admin.incremental_alter_configs([res]).values():
         fut.result()

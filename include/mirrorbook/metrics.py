@@ -115,12 +115,14 @@ class MirrorbookCollector(Collector):
             c = (m.get("connectors") or {}).get(role)
             running = isinstance(c, dict) and c.get("state") == "RUNNING"
             fam["mirrorbook_flow_connector_running"].add_metric([name, role, connector], 1.0 if running else 0.0)
-        fam["mirrorbook_flow_sample_age_seconds"].add_metric([name], max(0.0, (now - sample.observed_at).total_seconds()))
+        fam["mirrorbook_flow_sample_age_seconds"].add_metric([name],
+                                                             max(0.0, (now - sample.observed_at).total_seconds()))
         fam["mirrorbook_flow_violations"].add_metric([name], float(len(m.get("violations") or [])))
         self._lag(fam, flow, m.get("partitions"))
         if "heartbeat_age_s" in m:  # None: the check found no heartbeat within its lookback
             heartbeat = _number(m["heartbeat_age_s"])
-            fam["mirrorbook_flow_heartbeat_age_seconds"].add_metric([name], math.inf if heartbeat is None else heartbeat)
+            fam["mirrorbook_flow_heartbeat_age_seconds"].add_metric([name],
+                                                                    math.inf if heartbeat is None else heartbeat)
         ages = [(str(c.get("group")), a) for c in m.get("checkpoints") or []
                 if isinstance(c, dict) and (a := _number(c.get("age_s"))) is not None]
         for group, age in ages:

@@ -50,7 +50,8 @@ def test_stale_holder_is_taken_over_and_audited(store: AuditStore) -> None:
     assert asked == [FIRST]
     assert store.events(action="lock.takeover") == []
 
-    assert store.acquire_lock("A->B", SECOND, is_stale=lambda h: "its DAG run failed" if h.run_id == "manual__1" else None) == SECOND
+    assert store.acquire_lock("A->B", SECOND,
+                              is_stale=lambda h: "its DAG run failed" if h.run_id == "manual__1" else None) == SECOND
     assert store.lock_holder("A->B") == SECOND
     [event] = store.events(action="lock.takeover")
     assert (event.flow, event.run_id, event.user, event.mutating) == ("A->B", "manual__2", "bob", False)

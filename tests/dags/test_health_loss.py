@@ -117,7 +117,8 @@ def test_records_deleted_before_mm2_read_them_are_data_loss_counted_exactly_and_
     [alert] = webhook.received
     assert f"flow {s.flow.name}: DATA_LOSS — 14 record(s) were deleted from {s.alias}" in alert["message"]
     assert f"{s.topic}-0 3 (offsets 14..16)" not in alert["message"]  # the gap shows whole: 10..16, counted once
-    assert f"{s.topic}-0 7 (offsets 10..16)" in alert["message"] and f"{s.topic}-1 7 (offsets 10..16)" in alert["message"]
+    assert f"{s.topic}-0 7 (offsets 10..16)" in alert["message"] \
+        and f"{s.topic}-1 7 (offsets 10..16)" in alert["message"]
     sample = audit.latest_metrics(s.flow.name, source="mm2_health_check").metrics
     assert sample["state"] == "REPLICATING"  # the check failed on the loss alone
     assert {(r["cause"], r["partition"]): r["records"] for r in sample["lost"]} == {("data_loss", 0): 7,
@@ -220,4 +221,5 @@ def test_a_transactional_partition_s_deleted_records_are_counted_in_records_from
         [(0, 3, 8, 3, 3)]
     assert any(f"DATA_LOSS — 3 record(s) were deleted from {s.alias}" in v and f"{s.topic}-0 3 (offsets 3..7)" in v
                for v in fh.violations), fh.violations
-    assert {(r.cause, r.partition): (r.records, r.records_high) for r in fh.loss.ledger} == {("data_loss", 0): (3, None)}
+    assert {(r.cause, r.partition): (r.records, r.records_high) for r in fh.loss.ledger} == \
+        {("data_loss", 0): (3, None)}

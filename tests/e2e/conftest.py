@@ -124,7 +124,8 @@ def _topology(stack: StackState, scratches: list[Scratch], alerting: Scratch) ->
     base = stack.topology()
     clusters = dict(base.clusters)
     for s in scratches:
-        clusters[s.alias] = base.clusters["A"].model_copy(update={"connection_id": f"mirrorbook_kafka_{s.alias.lower()}"})
+        clusters[s.alias] = base.clusters["A"].model_copy(
+            update={"connection_id": f"mirrorbook_kafka_{s.alias.lower()}"})
     # One RTO objective for every flow, so a failover run carries one deadline, passed before any test clears a
     # task: Airflow 3.3.2 cannot clear a task of a run with a queued-at deadline still ahead (apache/airflow#70368).
     flows = [f.model_copy(update={"rto_slo_s": E2E_RTO_SLO_S}) for f in [*base.flows, *(s.flow for s in scratches)]]

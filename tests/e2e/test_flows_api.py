@@ -63,7 +63,8 @@ def test_the_schema_and_its_viewers_need_an_airflow_identity_and_the_schema_lead
     with e2e.client() as api:
         for path, operations in paths.items():
             if "get" in operations:
-                url = body["servers"][0]["url"] + path.format(source=e2e.ops.alias, target="B", dag_id="mm2_pause_resume")
+                url = body["servers"][0]["url"] + path.format(source=e2e.ops.alias, target="B",
+                                                              dag_id="mm2_pause_resume")
                 assert api.get(url).status_code == 200, url
 
 
@@ -159,7 +160,8 @@ def test_pause_and_resume_change_connect_only_where_needed_and_are_audited_with_
     assert {e.request.path.split("/")[2] for e in calls} == {
         name.replace(">", "%3E") for _, name in flow.connectors.items()}
     assert e2e.audit.count_mutating(again["auditRunId"]) == 0
-    assert [e.user for e in e2e.audit.events(run_id=resumed["auditRunId"]) if e.kind == "call"] == ["admin"] * 6  # intent + outcome
+    assert [e.user for e in e2e.audit.events(run_id=resumed["auditRunId"])
+            if e.kind == "call"] == ["admin"] * 6  # intent + outcome
 
 
 def test_offsets_keep_connects_semantics_and_no_refused_change_reaches_connect(e2e: E2E):
@@ -200,7 +202,8 @@ def test_offsets_keep_connects_semantics_and_no_refused_change_reaches_connect(e
     assert {"partition": body["offsets"][0]["partition"], "offset": {"offset": 1}} in after
     snap = e2e.audit.snapshot(altered.json()["snapshotId"])
     assert snap.subject == name and snap.run_id == altered.json()["auditRunId"]
-    calls = [e for e in e2e.audit.events(run_id=altered.json()["auditRunId"]) if e.kind == "call" and e.result != "intent"]
+    calls = [e for e in e2e.audit.events(run_id=altered.json()["auditRunId"])
+             if e.kind == "call" and e.result != "intent"]
     assert [(e.action, e.user, e.request.method) for e in calls] == [("offsets.alter", "admin", "PATCH")]
     assert resumed["state"] in ("REPLICATING", "NOT_REPLICATING")
     eventually(lambda: _connect_states(e2e, flow)["source"] == "RUNNING", timeout=60, what="source RUNNING")

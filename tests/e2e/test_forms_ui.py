@@ -152,7 +152,8 @@ def test_a_flows_runbook_link_opens_its_form_filled_with_that_flow_and_triggers_
         last_run = tab.evaluate("document.querySelector('#runbooks a[data-dag=mm2_offsets] + a.last-run')"
                                 ".getAttribute('href')")
         tab.click_through("#runbooks a[data-dag=mm2_offsets]")
-        again = tab.evaluate("['action', 'dry_run', 'stop_first', 'offsets'].map(n => document.querySelector('#f-' + n))"
+        again = tab.evaluate("['action', 'dry_run', 'stop_first', 'offsets']"
+                             ".map(n => document.querySelector('#f-' + n))"
                              ".map(e => e.type === 'checkbox' ? e.checked : e.value)")
 
     for shot in ("runbook-form-mm2_failover.png", "runbook-form-mm2_offsets-filled.png",

@@ -71,7 +71,8 @@ def test_metrics_need_airflows_auth_or_the_scrape_token_and_never_ask_connect(e2
     running = {dict(k)["role"]: v for k, v in got["mirrorbook_flow_connector_running"].items()
                if dict(k)["flow"] == flow.name}
     assert running == {r: float(c.state == "RUNNING") for r, c in fh.status.connectors.items()}
-    lag = {(dict(k)["topic"], dict(k)["partition"]): v for k, v in got["mirrorbook_flow_replication_lag_records"].items()
+    lag = {(dict(k)["topic"], dict(k)["partition"]): v
+           for k, v in got["mirrorbook_flow_replication_lag_records"].items()
            if dict(k)["flow"] == flow.name}
     policy = ReplicationPolicy.for_flow(flow)
     assert lag == {(p.topic, str(p.partition)): float(p.lag) for p in fh.status.lag

@@ -136,7 +136,8 @@ def test_own_offsets_change_only_when_stopped_and_restore_exactly(subject: Subje
     b.set_state(rb, "STOPPED", parts="source")
     read_back: dict[str, tuple[dict, dict]] = {}
     outcome = b.change_own_offsets(rb, "source", "alter", requested=wanted,
-                                   on_read_back=lambda part, expected, found: read_back.update({part: (expected, found)}))
+                                   on_read_back=lambda part, expected, found:
+                                       read_back.update({part: (expected, found)}))
     assert outcome.mutations == 1 and outcome.snapshot_id
     changed = {str(e.partition): e.offset for e in b.own_offsets("source").offsets}
     assert changed[str(entry.partition)] == {"offset": 3}

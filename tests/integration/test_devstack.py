@@ -25,7 +25,8 @@ pytestmark = pytest.mark.integration
 
 def test_group_committing_on_a_gets_checkpoints_on_b(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b, unique):
     topic, group = f"cp-{unique}", f"group-{unique}"
-    load(bootstrap_a, [topic], partitions=2, records_per_partition=300, groups=[GroupSpec(name=group, position="end-40")])
+    load(bootstrap_a, [topic], partitions=2, records_per_partition=300,
+         groups=[GroupSpec(name=group, position="end-40")])
     wait_mirrored(admin_a, admin_b, topic, f"A.{topic}")
 
     def checkpoints() -> dict[int, Checkpoint]:

@@ -97,7 +97,8 @@ def test_connection_names_the_server_in_the_providers_form(devstack, spark_conne
 def test_client_reads_a_devstack_topic_through_the_servers_kafka_source(spark_session, bootstrap_a, unique):
     topic = f"sc-{unique}"
     load(bootstrap_a, [topic], partitions=3, records_per_partition=150)
-    df = spark_session.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_a).option("subscribe", topic).load()
+    df = spark_session.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_a) \
+        .option("subscribe", topic).load()
     per_partition = {r["partition"]: (r["n"], r["lo"], r["hi"]) for r in
                      df.groupBy("partition").agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
                                                  F.max("offset").alias("hi")).collect()}

@@ -98,7 +98,8 @@ def scene(devstack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, bootstrap_a: str, 
     uid = uuid.uuid4().hex[:6]
     topic, remote = f"orders-{uid}", f"A.orders-{uid}"
     groups = {role: f"{role}-{uid}" for role in PARKED}
-    load(bootstrap_a, [topic], PARTITIONS, RECORDS, [GroupSpec(name=groups[r], position=pos) for r, pos in PARKED.items()])
+    load(bootstrap_a, [topic], PARTITIONS, RECORDS,
+         [GroupSpec(name=groups[r], position=pos) for r, pos in PARKED.items()])
     high = wait_mirrored(admin_a, admin_b, topic, remote)
     committed = admin_a.committed_offsets(list(groups.values()))
 

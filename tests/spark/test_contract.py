@@ -153,7 +153,8 @@ def test_staging_sends_snapshots_to_the_uri_and_secrets_with_the_job(tmp_path: P
     assert args[args.index("--kafka-options-file") + 1] == "kafka-options.json"
     assert staged.job.files == [str(tmp_path / "out" / "kafka-options.json")]
     assert "--files" in staged.job.command() and staged.job.operator_kwargs()["files"] == staged.job.files[0]
-    shared = sorted(p.relative_to(tmp_path / "shared").as_posix() for p in (tmp_path / "shared").rglob("*") if p.is_file())
+    shared = sorted(p.relative_to(tmp_path / "shared").as_posix()
+                    for p in (tmp_path / "shared").rglob("*") if p.is_file())
     assert shared == ["dag/run/task/snapshot/ranges.parquet"]
     assert "secret-value" not in " ".join(staged.job.command())
     with pytest.raises(submit.SparkJobError, match=r"left no summary at file://.*/dag/run/task/summary.json"):

@@ -138,7 +138,8 @@ def _tampered_verdict(summary: submit.ParitySummary, log: str | None, scene: Sce
     assert summary.totals["boundary_unprovable"] == 1 and summary.totals["missing"] == CUT
 
     message = summary.failure_message(limit=100)
-    assert f"pair {t.topic}-0 -> {t.remote}-0: counts/checksums differ" in message and "1 extra on the target" in message
+    assert f"pair {t.topic}-0 -> {t.remote}-0: counts/checksums differ" in message \
+        and "1 extra on the target" in message
     assert (f"record {t.topic}-1 -> {t.remote}-1: ORDER: source offset 12 is at target offset {BASE}, "
             f"before its predecessor's 12") in message
     assert f"record {t.topic}-0 -> {t.remote}-0: EXTRA on the target: target offset {BASE}" in message
@@ -174,7 +175,8 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
     the Kafka client options (a private file) shipped with the job by spark-submit --files, never to the
     URI, and found by the driver where Spark put them; the operator reading the summary and the results
     back through the URI (pyarrow.fs). The local snapshot files are deleted once staged, before
-    spark-submit starts, and the job is given no path of this worker. What is not: a cluster. The master is local[2] (spark_default of the test
+    spark-submit starts, and the job is given no path of this worker. \
+What is not: a cluster. The master is local[2] (spark_default of the test
     session) — the driver shares this machine — and the "shared mount" is a local directory. With the URI
     set the proofs stage through it whatever the master, which is what lets a local master take this
     path; a non-local master without it is refused (test_pause_resume) and gets no local-only settings
@@ -216,7 +218,8 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
 
 
 @CONNECT_ONLY
-def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, scene: Scene, tampered: Tampered, bootstrap_a,
+def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, scene: Scene,
+                                                                  tampered: Tampered, bootstrap_a,
                                                                    bootstrap_b, tmp_path: Path):
     t = tampered
     summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", master=MASTER,

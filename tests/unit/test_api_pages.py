@@ -84,7 +84,8 @@ def test_runbook_links_open_the_flows_form_and_show_its_latest_run():
 
 def test_the_latest_run_of_each_runbook_on_the_flow_comes_from_the_audit(tmp_path: Path):
     audit = AuditStore(f"sqlite:///{tmp_path}/a.db")
-    for run, dag, flow in [("r1", "mm2_failover", "A->B"), ("r2", "mm2_failover", "A->B"), ("r3", "mm2_offsets", "B->A"),
+    for run, dag, flow in [("r1", "mm2_failover", "A->B"), ("r2", "mm2_failover", "A->B"),
+                           ("r3", "mm2_offsets", "B->A"),
                            ("flows-api__pause", None, "A->B"), ("r4", "not_a_runbook", "A->B")]:
         audit.record(action="step.precheck", kind="step", result="ok", run_id=run, dag_id=dag, flow=flow)
     assert views.latest_runs(audit, "A->B") == {"mm2_failover": "r2"}

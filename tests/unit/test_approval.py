@@ -132,7 +132,8 @@ def test_a_move_request_shows_what_will_change() -> None:
 
 def _offsets(**by_partition: int | None) -> ConnectorOffsets:
     return ConnectorOffsets.model_validate({"offsets": [
-        {"partition": {"cluster": "A", "topic": "t", "partition": int(p[1:])}, "offset": None if o is None else {"offset": o}}
+        {"partition": {"cluster": "A", "topic": "t", "partition": int(p[1:])},
+         "offset": None if o is None else {"offset": o}}
         for p, o in by_partition.items()]})
 
 

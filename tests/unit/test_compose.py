@@ -167,7 +167,8 @@ def test_every_component_has_a_service(services):
 
 
 def test_kafka_images_are_the_devstack_version(services):
-    kafka_images = {name: s["image"] for name, s in services.items() if str(s.get("image", "")).startswith("apache/kafka")}
+    kafka_images = {name: s["image"] for name, s in services.items()
+                    if str(s.get("image", "")).startswith("apache/kafka")}
     assert {"kafka-a", "kafka-b", "connect-b", "connect-a", "kafka-init"} <= set(kafka_images)
     for name, image in kafka_images.items():
         assert image == f"apache/kafka:{versions.KAFKA_VERSION}", f"{name} runs {image}"

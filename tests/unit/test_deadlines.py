@@ -10,7 +10,8 @@ import asyncio
 
 from hypothesis import given, strategies as st
 
-from mirrorbook.airflow.deadlines import ended_in_time, record_miss, rto_deadlines, rto_missed, task_states, where_the_run_is
+from mirrorbook.airflow.deadlines import (ended_in_time, record_miss, rto_deadlines, rto_missed, task_states,
+                                          where_the_run_is)
 from mirrorbook.audit import AuditStore
 from tests.unit.test_params import TOPOLOGY
 

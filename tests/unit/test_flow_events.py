@@ -150,7 +150,8 @@ def test_the_wait_ends_when_the_episode_lasted_enough_checks(tmp_path: Path, mon
     monkeypatch.setenv("MIRRORBOOK_AUDIT_URL", url)
     audit = AuditStore(url)
     check(audit, "h1", 0, A_B="NOT_REPLICATING", B_A="NOT_REPLICATING")
-    trigger = FlowsDownTrigger(episodes=[{"flow": "A->B", "since_run_id": "h1"}, {"flow": "B->A", "since_run_id": "h1"}],
+    trigger = FlowsDownTrigger(episodes=[{"flow": "A->B", "since_run_id": "h1"},
+                                         {"flow": "B->A", "since_run_id": "h1"}],
                                checks=2, timeout_s=30, poll_s=0.05)
     path, kwargs = trigger.serialize()
     assert path == "mirrorbook.airflow.triggers.alerts.FlowsDownTrigger" and FlowsDownTrigger(**kwargs).episodes

@@ -33,7 +33,8 @@ TOPOLOGY = Topology.model_validate({
                  "B": {"connection_id": "b", "bootstrap_servers": CLOSED}},
     "connect_clusters": {"A": {"connection_id": "ca", "url": f"http://{CLOSED}"},
                          "B": {"connection_id": "cb", "url": f"http://{CLOSED}"}},
-    "flows": [{"source": "A", "target": "B", "connect_cluster": "B"}, {"source": "B", "target": "A", "connect_cluster": "A"}],
+    "flows": [{"source": "A", "target": "B", "connect_cluster": "B"},
+              {"source": "B", "target": "A", "connect_cluster": "A"}],
 })
 
 
@@ -45,7 +46,8 @@ def _status(source_state: str, rows: list[tuple[str, int, int, int | None, int]]
              "checkpoint": ConnectorSummary(name="A->B.MirrorCheckpointConnector", role="checkpoint",
                                             connector_class="MirrorCheckpointConnector", state="RUNNING"),
              "heartbeat": ConnectorSummary(name="A->B.MirrorHeartbeatConnector", role="heartbeat",
-                                           connector_class="MirrorHeartbeatConnector", state="RUNNING", tasks_running=1)}
+                                           connector_class="MirrorHeartbeatConnector", state="RUNNING",
+                                           tasks_running=1)}
     lag = [PartitionLag(topic=t, partition=p, remote_topic=f"A.{t}", high_watermark=h, replicated_offset=r,
                         lag=h - max((r if r is not None else -1) + 1, low), log_start=low) for t, p, h, r, low in rows]
     detail = DetailedState(enabled=True, ready=True, allConnectorsRunning=source_state == "RUNNING",
@@ -119,7 +121,8 @@ def test_flows_from_the_health_checks_latest_sample_and_runbooks_from_the_audit(
     lost = {(dict(k)["cause"], dict(k)["partition"]): v for k, v in got["mirrorbook_flow_records_lost_total"].items()}
     assert lost == {("data_loss", "0"): 40.0, ("target_reset", "0"): 100.0, ("target_reset", "1"): 80.0}
     assert _one(got["mirrorbook_flow_violations"], flow="A->B") == 2.0
-    assert got["mirrorbook_flow_sample_age_seconds"] == {(("flow", "A->B"),): 30.0}  # the health check's, not the drill's
+    assert got["mirrorbook_flow_sample_age_seconds"] == \
+        {(("flow", "A->B"),): 30.0}  # the health check's, not the drill's
     assert got["mirrorbook_runbook_last_rto_seconds"] == {
         (("dag", "dr_drill"), ("flow", "A->B")): 3.25, (("dag", "mm2_failover"), ("flow", "A->B")): 12.5,
         (("dag", "mm2_failover"), ("flow", "B->A")): 7.0}
@@ -140,7 +143,8 @@ def test_an_empty_store_serves_every_family_and_openmetrics_on_request(audit: Au
 @given(accept=st.text(max_size=300))
 def test_any_accept_header_gets_one_of_the_two_formats(audit: AuditStore, accept: str):
     body, content_type = exposition(TOPOLOGY, audit, accept)
-    assert content_type.split(";")[0] in ("text/plain", "application/openmetrics-text") and b"mirrorbook_flow_state" in body
+    assert content_type.split(";")[0] in ("text/plain", "application/openmetrics-text") \
+        and b"mirrorbook_flow_state" in body
 
 
 @settings(max_examples=200, deadline=None)

@@ -35,7 +35,8 @@ def test_checkpoint_vector_is_byte_exact():
     assert it.decode_checkpoint_value(VECTOR_VALUE) == (4, 5, "metadata-6")
 
 
-@pytest.mark.parametrize("cp", [Checkpoint("g", "A.t", 0, 0, 0), Checkpoint("grüppe", "A.tøpic", 2**31 - 1, 2**63 - 1, 7, "m" * 300)])
+@pytest.mark.parametrize("cp", [Checkpoint("g", "A.t", 0, 0, 0),
+                                Checkpoint("grüppe", "A.tøpic", 2**31 - 1, 2**63 - 1, 7, "m" * 300)])
 def test_checkpoint_round_trips(cp):
     assert Checkpoint.decode(cp.key_bytes(), cp.value_bytes()) == cp
     log = it.scan_checkpoints(iter([msg(cp.key_bytes(), cp.value_bytes())]), "t")
@@ -103,7 +104,8 @@ def test_checkpoint_decoding_follows_java_leniency():
     log = it.scan_checkpoints(iter([msg(VECTOR_KEY + b"junk", VECTOR_VALUE[:-12] + bytes.fromhex("000a")
                                         + b"meta\xffdata-")]), "t")
     (cp,) = log.latest.values()
-    assert (cp.group, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset) == ("group-1", "topic-2", 3, 4, 5)
+    assert (cp.group, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset) == \
+        ("group-1", "topic-2", 3, 4, 5)
     assert cp.metadata == "meta\ufffddata-"
     assert log.malformed == 0
 

@@ -125,7 +125,8 @@ def test_integers_too_long_to_convert_are_refused_naming_the_parameter_and_the_l
     body = '{"offsets": [{"partition": {"cluster": "A", "topic": "t", "partition": 0}, "offset": {"offset": %s}}]}'
     with pytest.raises(InputTooLarge) as err:
         parse(OffsetsParams, {"flow": "A->B", "action": "alter", "offsets": body % ("9" * 5000)}, TOPOLOGY)
-    assert err.value.message == "`offsets.offsets.0.offset.offset` is an integer of 5000 digits; the limit is 100 digits"
+    assert err.value.message == \
+        "`offsets.offsets.0.offset.offset` is an integer of 5000 digits; the limit is 100 digits"
     with pytest.raises(Refused, match="exceeds a 64-bit offset"):  # within the limit, then out of range
         parse(OffsetsParams, {"flow": "A->B", "action": "alter", "offsets": body % ("9" * 30)}, TOPOLOGY)
     with pytest.raises(InputTooLarge, match="`offsets.offsets.0.partition.partition` is an integer of 4301 digits"):
@@ -145,7 +146,8 @@ def test_long_keys_inside_nested_values_are_echoed_bounded():
         (OffsetsParams, {"flow": "A->B", "action": "alter",  # as text: keys inside are bounded like the dict's
                          "offsets": json.dumps({"offsets": [{"partition": {"k" * 1_000_000: 1}, "offset": None}]})}),
         (OffsetsParams, {"flow": "A->B", "action": "alter", "offsets": {"offsets": [
-            {"partition": {"cluster": "A", "topic": "t" * 900, "partition": 0}, "offset": {"offset": 1, "o" * 900: 1}}]}}),
+            {"partition": {"cluster": "A", "topic": "t" * 900, "partition": 0},
+             "offset": {"offset": 1, "o" * 900: 1}}]}}),
     ]
     for model, raw in cases:
         with pytest.raises(Refused) as err:
@@ -255,7 +257,8 @@ def test_any_input_is_parsed_or_refused_never_crashes(model, data):
         assert isinstance(parsed, model)
 
 
-hostile = json_values | huge_ints | long_text | offsets_texts | st.builds(_nested, _sized(PARAM_LIMITS.max_depth) | st.integers(1, 4), leaves, keys)
+hostile = json_values | huge_ints | long_text | offsets_texts | \
+    st.builds(_nested, _sized(PARAM_LIMITS.max_depth) | st.integers(1, 4), leaves, keys)
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)

@@ -17,7 +17,8 @@ from mirrorbook.topology import FlowSpec
 
 FLOW = FlowSpec(source="A", target="B", connect_cluster="B")
 BOUND = {"records": 520, "kind": "lower-bound", "partitions": {"orders-0": 520}, "basis": "the source end offsets "
-         "sampled at 2026-11-23T10:00:00+00:00", "unknown": "records the source received after that", "sampled_at": None}
+         "sampled at 2026-11-23T10:00:00+00:00",
+         "unknown": "records the source received after that", "sampled_at": None}
 
 
 def _failover(store: AuditStore, run_id: str) -> None:
@@ -30,7 +31,8 @@ def _exact(store: AuditStore, run_id: str, n: int) -> None:
                  details={"failover_run_id": run_id, "records": Count.exact(n).model_dump(), "exact": True,
                           "partitions": {"orders-0": {"records": Count.exact(n).model_dump(), "reached": 99,
                                                       "cutoff": 99 + n + 1, "rule": "unique-match", "note": None}},
-                          "gone": [], "basis": "A's log as read once reachable again", "computed_at": "2026-11-23T11:00:00Z",
+                          "gone": [], "basis": "A's log as read once reachable again",
+                          "computed_at": "2026-11-23T11:00:00Z",
                           "computed_by_run_id": "health-1"})
 
 

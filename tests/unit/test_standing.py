@@ -36,7 +36,8 @@ def status(role: str, state: str, tasks: list[str] | None = None) -> ConnectorSt
 
 
 def test_a_rerun_says_the_calls_the_runbook_would_make_from_the_state_it_would_find():
-    half_paused = {"source": status("source", "PAUSED", ["PAUSED"]), "checkpoint": status("checkpoint", "RUNNING", ["RUNNING"]),
+    half_paused = {"source": status("source", "PAUSED", ["PAUSED"]),
+                   "checkpoint": status("checkpoint", "RUNNING", ["RUNNING"]),
                    "heartbeat": status("heartbeat", "RUNNING", ["RUNNING"])}
     assert rerun_sentence(half_paused, "all", "PAUSED") == \
         "pause checkpoint; then pause heartbeat; and leave source (PAUSED already)"
@@ -62,7 +63,8 @@ def test_the_flow_now_names_each_part_and_where_its_state_comes_from():
         PartNow(role="source", status=status("source", "PAUSED"), source="pause accepted, run r1", at=AT),
         PartNow(role="checkpoint", known=False)])
     assert last.render() == ("flow A->B: Connect cluster B (http://b:8083) could not be read now (no answer); "
-                             "last known: source PAUSED (pause accepted, run r1, 2026-11-23T12:03:04Z), checkpoint unknown")
+                             "last known: source PAUSED (pause accepted, run r1, 2026-11-23T12:03:04Z), "
+                             "checkpoint unknown")
     assert set_state_rerun("PAUSED")([last]) == (
         "on A->B, read checkpoint and pause it unless it is PAUSED (its state is unknown); then read heartbeat and "
         "pause it unless it is PAUSED (its state is unknown); and leave source (PAUSED already) (said from the last "
@@ -76,7 +78,8 @@ def _audit(tmp_path: Path) -> AuditStore:
 def _call(audit: AuditStore, run_id: str, action: str, path: str, result: str = "ok", status: int | None = None,
           method: str = "PUT") -> None:
     audit.record(run_id=run_id, action=action, kind="call", result=result, mutating=True, flow=FLOW.name,
-                 request=RequestSummary(method=method, path=path, status=status), error="x" if result == "error" else None)
+                 request=RequestSummary(method=method, path=path, status=status),
+                 error="x" if result == "error" else None)
 
 
 def test_so_far_lists_completed_steps_and_what_changed_offsets_counted_per_cluster(tmp_path):
@@ -142,7 +145,8 @@ def test_at_failure_with_connect_unreachable_falls_back_to_the_last_known_state_
     assert lines[0] == "where run r4 stands:"
     assert lines[1] == "  steps completed: none"
     assert lines[2] == "  already changed: A->B source: pause accepted by Connect"
-    assert lines[3].startswith(f"  flow A->B: Connect cluster B (http://{CLOSED}) could not be read now (gave up after ")
+    assert lines[3].startswith(f"  flow A->B: Connect cluster B (http://{CLOSED}) "
+                               "could not be read now (gave up after ")
     assert "last error: cannot reach Connect: [Errno 111] Connection refused); last known: source PAUSED (pause " \
            "accepted, run r4, " in lines[3]
     assert "checkpoint RUNNING (seen by run r0, " in lines[3] and lines[3].endswith("heartbeat unknown")

@@ -177,7 +177,8 @@ def jsonable(value: Any, where: Any = "$", too_deep: Callable[[Any, str], Any] |
                 jsonable(v, (where, k), too_deep, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [v if type(v) in _PLAIN else escaped(v) if type(v) is str else jsonable(v, (where, i), too_deep, depth + 1)
+        return [v if type(v) in _PLAIN else escaped(v) if type(v) is str
+                else jsonable(v, (where, i), too_deep, depth + 1)
                 for i, v in enumerate(value)]
     raise InvalidAuditData(f"{where_text(where)}: a {type(value).__name__} is not JSON")
 

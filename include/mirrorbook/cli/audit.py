@@ -104,7 +104,8 @@ def _rpo_note(r: AuditRecord) -> str:
     if r.action == "rpo.bound" and isinstance(r.details.get("rpo"), dict):
         return f"  rpo: at least {r.details['rpo'].get('records')} (lower bound)"
     if r.action == "rpo.exact" and isinstance(r.details.get("records"), dict):
-        return f"  rpo: {Count.model_validate(r.details['records'])} (counted by run {r.details.get('computed_by_run_id')})"
+        return (f"  rpo: {Count.model_validate(r.details['records'])} "
+                f"(counted by run {r.details.get('computed_by_run_id')})")
     return ""
 
 

@@ -290,6 +290,7 @@ def next_steps(stack: DevStack, workload: Workload, default_dir: bool) -> str:
         f"  mirrorbook flows --topology {topo} --partitions",
         f"  mirrorbook translate --flow 'A->B' --groups {groups} --mode precise --topology {topo}",
         f"  mirrorbook devstack status{run_dir}",
-        f"  mirrorbook demo{run_dir}     # again: appends {workload.records} records per partition, re-parks the groups",
+        (f"  mirrorbook demo{run_dir}     # again: appends {workload.records} records per partition, "
+         "re-parks the groups"),
         f"  {down}     # stop the stack and delete its data",
     ])

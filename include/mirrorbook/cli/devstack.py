@@ -72,7 +72,8 @@ def register(p: argparse.ArgumentParser) -> None:
     dn.add_argument("--purge", action="store_true", help="also delete data, logs and state")
     dn.set_defaults(func=cmd_down)
 
-    for name, func, helptext in (("stop", cmd_stop, "take one cluster down, its brokers and its Connect worker (data kept)"),
+    for name, func, helptext in (("stop", cmd_stop,
+                                  "take one cluster down, its brokers and its Connect worker (data kept)"),
                                  ("start", cmd_start, "bring a stopped cluster's brokers (and worker) back")):
         sp = common(ds.add_parser(name, help=helptext))
         sp.add_argument("alias", help="cluster alias, e.g. A")

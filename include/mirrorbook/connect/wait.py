@@ -106,7 +106,8 @@ def wait_for(client: ConnectClient, name: str, target: str, *, timeout_s: float 
 
 
 async def async_wait_for(client: AsyncConnectClient, name: str, target: str, *, timeout_s: float = 60.0,
-                         poll_s: float = 0.5, min_tasks: int = 0, fail_fast: bool = True, missing_ok: bool = False) -> ConnectorStatus:
+                         poll_s: float = 0.5, min_tasks: int = 0, fail_fast: bool = True,
+                         missing_ok: bool = False) -> ConnectorStatus:
     """`missing_ok` tolerates a 404 while waiting (a connector just created has no status yet)."""
     waiter = _Waiter(client, name, target, timeout_s, min_tasks, fail_fast, missing_ok)
     while True:

@@ -148,7 +148,8 @@ class Material:
             "inter.broker.listener.name": sasl_listeners[0],
             "sasl.enabled.mechanisms": MECHANISM,
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
-            **{f"listener.name.{name.lower()}.{MECHANISM.lower()}.{JAAS_KEY}": jaas(SUPER_USER, sec.password(SUPER_USER))
+            **{f"listener.name.{name.lower()}.{MECHANISM.lower()}.{JAAS_KEY}":
+               jaas(SUPER_USER, sec.password(SUPER_USER))
                for name in sasl_listeners},
             "listener.name.controller.ssl.client.auth": "required",
             "ssl.keystore.type": "PKCS12",
@@ -238,7 +239,8 @@ class Material:
         return len(bindings)
 
 
-# (principal, resource type (confluent-kafka names the cluster BROKER), name, pattern, operations) — the grants of every principal but the super user.
+# (principal, resource type (confluent-kafka names the cluster BROKER), name, pattern, operations) —
+# the grants of every principal but the super user.
 ACLS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
     # MirrorMaker 2 and its Connect workers: they read every source topic, create and write the remote topics
     # and their own internal topics, and keep offsets for their groups and the workers' group.

@@ -350,7 +350,8 @@ class DevStack:
         for flow in state.flows():
             worker = state.workers.get(flow.connect_cluster)
             if worker is None:
-                port = state.spare_ports[0] if flow.connect_cluster == state.settings.aliases[1] else state.spare_ports[1]
+                port = state.spare_ports[0] if flow.connect_cluster == state.settings.aliases[1] else \
+                    state.spare_ports[1]
                 worker = state.workers[flow.connect_cluster] = WorkerState(alias=flow.connect_cluster, rest_port=port,
                                                                            flows=[], https=state.settings.secure)
             if flow.name not in worker.flows:
@@ -499,7 +500,8 @@ class DevStack:
 
     def _start_workers(self, java: str, cp: str, state: StackState, timeout_s: float, started: list[str],
                        only: str | None = None) -> None:
-        self._start_each(java, cp, state, timeout_s, started, only, list(state.workers.values()), "Connect worker", lambda w: [(w.rest_port, f"Connect worker {w.alias}")],
+        self._start_each(java, cp, state, timeout_s, started, only, list(state.workers.values()),
+                         "Connect worker", lambda w: [(w.rest_port, f"Connect worker {w.alias}")],
                          state.settings.connect_heap_mb, CONNECT_MAIN, lambda w: self._worker_config(w, state),
                          lambda w, t: self._wait_worker(w, t, state),
                          state.security.worker_jvm_opts() if state.security else [])

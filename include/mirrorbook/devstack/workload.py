@@ -43,7 +43,8 @@ class GroupSpec(BaseModel):
     def parse(cls, text: str) -> "GroupSpec":
         name, sep, pos = text.partition("=")
         if not sep or not name or not _POSITION.match(pos):
-            raise MirrorbookError(f"Bad group spec {text!r}", "use NAME=end | NAME=end-N | NAME=N | NAME=begin | NAME=none")
+            raise MirrorbookError(f"Bad group spec {text!r}",
+                                  "use NAME=end | NAME=end-N | NAME=N | NAME=begin | NAME=none")
         return cls(name=name, position=pos)
 
     def offset(self, high: int) -> int | None:

@@ -52,7 +52,8 @@ class OffsetSyncStore:
         self.read_to_end = False
         self.initialization_must_read_to_end = True
 
-    def start(self, syncs: Iterable[OffsetSync] = (), initialization_must_read_to_end: bool = True) -> "OffsetSyncStore":
+    def start(self, syncs: Iterable[OffsetSync] = (),
+              initialization_must_read_to_end: bool = True) -> "OffsetSyncStore":
         """Kafka's `start(boolean)`: replay the topic (`syncs`, in topic order), then allow translation."""
         self.initialization_must_read_to_end = initialization_must_read_to_end
         for sync in syncs:

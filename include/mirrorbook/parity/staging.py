@@ -117,8 +117,9 @@ def fetch(staged: Staged, ended: str | None = None) -> ParitySummary:
 
     fs, root = filesystem(staged.base)
     summary_dir = f"{root}/summary.json"  # written by the driver through Spark: a directory, _SUCCESS last
-    parts = [] if fs.get_file_info(f"{summary_dir}/_SUCCESS").type == pafs.FileType.NotFound else sorted(
-        f.path for f in fs.get_file_info(pafs.FileSelector(summary_dir)) if os.path.basename(f.path).startswith("part-"))
+    parts = [] if fs.get_file_info(f"{summary_dir}/_SUCCESS").type == pafs.FileType.NotFound else \
+        sorted(f.path for f in fs.get_file_info(pafs.FileSelector(summary_dir))
+               if os.path.basename(f.path).startswith("part-"))
     if not parts:
         raise SparkJobError(f"{staged.job.name} left no summary at {staged.base}/summary.json"
                             + (f" ({ended})" if ended else ""), "see the spark-submit output above")

@@ -163,7 +163,8 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     committed = clients.admin(move.from_cluster).committed_offsets(groups) if move.planned else {}
     back, forward, ignored = _split(committed, original, via, to_admin.topics())
     if ignored:
-        notes.append(f"not moved (neither mirrored from {original.source} nor by {via.name}): {', '.join(ignored[:10])}")
+        notes.append(f"not moved (neither mirrored from {original.source} nor by {via.name}): "
+                     f"{', '.join(ignored[:10])}")
     rows = back_rows(clients, original, back, params.translation, to_admin)
     if forward:
         policy = ReplicationPolicy.for_flow(via)

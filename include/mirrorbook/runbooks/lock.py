@@ -31,7 +31,8 @@ def holder_gone(holder: LockHolder, run_state: RunState | None, now: datetime | 
     """Why `holder` can no longer be running, or None while it may be."""
     if holder.dag_id is None:
         age = ((now or datetime.now(timezone.utc)) - holder.acquired_at).total_seconds()
-        return f"it is no DAG run and its {LEASE_S:.0f} s lease ran out {age - LEASE_S:.0f} s ago" if age > LEASE_S else None
+        return f"it is no DAG run and its {LEASE_S:.0f} s lease ran out {age - LEASE_S:.0f} s ago" if age > LEASE_S \
+            else None
     if run_state is None:
         return None
     try:

@@ -172,7 +172,8 @@ def warm_ranges(clients: Clients, via: FlowSpec) -> list[RecordRange]:
     on_source = set(src.topics())
     for remote in sorted(dst.topics()):
         topic = policy.source_topic_of(remote, via.source)
-        if not topic or topic not in on_source or policy.is_heartbeats_topic(remote) or policy.is_internal_topic(remote):
+        if not topic or topic not in on_source or policy.is_heartbeats_topic(remote) \
+                or policy.is_internal_topic(remote):
             continue
         s_end = src.high_watermarks([TP(topic, 0)])[TP(topic, 0)]
         t_end = dst.high_watermarks([TP(remote, 0)])[TP(remote, 0)]

@@ -166,7 +166,8 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
         for role, c in (sample.metrics.get("connectors") or {}).items():
             if role in dict(flow.connectors.items()) and isinstance(c, dict) and isinstance(c.get("state"), str):
                 keep(PartNow(role=role, at=sample.observed_at, source="health check",
-                             status=ConnectorStatus(name=flow.connector(role), connector=WorkerState(state=c["state"]))))
+                             status=ConnectorStatus(name=flow.connector(role),
+                                                    connector=WorkerState(state=c["state"]))))
     return found
 
 

@@ -88,7 +88,8 @@ def survivors(clients: Clients, audit: AuditStore, flow: FlowSpec, regex: str) -
     if mapping.offset_syncs_location == "target":
         found = read_offset_syncs(target, flow.source, flow.target, location="target", policy=policy)
         syncs = {tp: SyncIndex(s) for tp, s in found.syncs.items()}
-        notes.append(f"{found.records} offset-sync record(s) read on {flow.target} (offset-syncs.topic.location=target)")
+        notes.append(f"{found.records} offset-sync record(s) read on {flow.target} "
+                     "(offset-syncs.topic.location=target)")
     else:
         notes.append("offset-syncs live on the source cluster (the default): unreadable now; set "
                      "offset-syncs.topic.location=target on the flow's connectors to keep them for a disaster")

@@ -60,7 +60,8 @@ async def no_input(request: Request) -> None:
     except (Refused, ValueError):  # not JSON, not UTF-8, too big or deep: refused all the same, unread
         body = None
     said = unknown_keys(body, (), "key") if isinstance(body, dict) and body else None
-    raise UnknownInput(f"{_route(request)} takes no request body" + (f": {said}" if said else f" (got {len(raw)} bytes)"))
+    raise UnknownInput(f"{_route(request)} takes no request body"
+                       + (f": {said}" if said else f" (got {len(raw)} bytes)"))
 
 
 NoQuery = Annotated[None, Depends(no_query)]

@@ -71,7 +71,8 @@ class WarmProofOperator(MirrorbookBaseOperator):
         try:
             seconds, what = self._warm(params, url)
         except Exception as exc:  # noqa: BLE001 — warming is an optimisation, never a gate
-            self.log.warning("could not warm the Spark Connect server: %s", str(exc).splitlines()[0] if str(exc) else exc)
+            self.log.warning("could not warm the Spark Connect server: %s",
+                             str(exc).splitlines()[0] if str(exc) else exc)
             return {"warmed": False}
         self.log.info("Spark Connect server warmed on %s in %.2fs", what, seconds)
         return {"warmed": True, "seconds": round(seconds, 3), "on": what}
@@ -92,7 +93,8 @@ class WarmProofOperator(MirrorbookBaseOperator):
                                                  Path(tmp) / "group", as_written=True), url)
                 r = ranges[0]
                 return (time.monotonic() - started,
-                        f"the record proof of {r.source_topic}-{r.source_partition} -> {r.target_topic}-{r.target_partition}"
+                        f"the record proof of {r.source_topic}-{r.source_partition} "
+                        f"-> {r.target_topic}-{r.target_partition}"
                         " and the group proof")
         return connect.warm(url), "a trivial query"
 

@@ -61,7 +61,8 @@ class FlowsDownSensor(RunbookTask, BaseSensorOperator):
             return self._down(found["down"], found["over"])
         self.log.info("waiting for %d check(s) in a row of %s", switch.consecutive_checks,
                       ", ".join(e.flow for e in found["waiting"]))
-        self.defer(trigger=FlowsDownTrigger(episodes=[e.model_dump() for e in watching], checks=switch.consecutive_checks,
+        self.defer(trigger=FlowsDownTrigger(episodes=[e.model_dump() for e in watching],
+                                            checks=switch.consecutive_checks,
                                             timeout_s=switch.max_wait_s, poll_s=self.poll_s),
                    method_name="execute_complete", timeout=timedelta(seconds=switch.max_wait_s + TRIGGER_MARGIN_S))
 

@@ -138,7 +138,8 @@ class FlowLoss(BaseModel):
     @classmethod
     def from_sample(cls, metrics: dict[str, Any]) -> "FlowLoss":
         """The loss a health sample recorded (rows an older or damaged sample holds wrongly are left out)."""
-        return cls(gaps=_rows(SourceGap, metrics.get("data_loss")), resets=_rows(TargetReset, metrics.get("target_resets")),
+        return cls(gaps=_rows(SourceGap, metrics.get("data_loss")),
+                   resets=_rows(TargetReset, metrics.get("target_resets")),
                    ledger=_rows(LedgerRow, metrics.get("lost")),
                    target_topics=_rows(TargetTopic, metrics["target_topics"]) if "target_topics" in metrics else None)
 
@@ -231,7 +232,8 @@ def source_gaps(status: FlowStatus, ledger: dict[tuple[str, str, int], LedgerRow
     for p in status.lag:
         if p.replicated_offset is None or p.log_start is None or p.log_start <= p.replicated_offset + 1:
             continue
-        gap = SourceGap(topic=p.topic, partition=p.partition, next_offset=p.replicated_offset + 1, log_start=p.log_start)
+        gap = SourceGap(topic=p.topic, partition=p.partition, next_offset=p.replicated_offset + 1,
+                        log_start=p.log_start)
         prev, now = before.get((p.topic, p.partition)), p.model_dump()
         gap.low, gap.high = gap_records(gap.next_offset, gap.log_start, prev, now)
         counted = ledger.get(("data_loss", p.topic, p.partition))

@@ -45,7 +45,8 @@ def _render_known_loss(known: dict[str, Any]) -> str:
     if not known["records"] and not known["gaps_now"]:
         return f"known loss on {known['flow']}: none (health check, as of {known['sampled_at']})"
     parts = ", ".join(f"{r['topic']}-{r['partition']} {r['records']} ({r['cause']})" for r in known["partitions"][:10])
-    return (f"known loss on {known['flow']} (health check, as of {known['sampled_at']}): {known['records']} record(s) — "
+    return (f"known loss on {known['flow']} (health check, as of {known['sampled_at']}): "
+            f"{known['records']} record(s) — "
             f"{known['data_loss']} deleted from the source before MM2 replicated them (DATA_LOSS), "
             f"{known['target_reset']} copies gone from the target (TARGET_RESET)" + (f": {parts}" if parts else "")
             + (f"; a gap still open on {len(known['gaps_now'])} partition(s)" if known["gaps_now"] else ""))

@@ -15,15 +15,17 @@ else expected_offset. n is a difference of committed offsets: in records only wh
 one. On a target whose offsets are not all records — MM2 with exactly-once source support writes transaction
 markers there, and its default source consumer copies aborted records — the records a group re-reads or skips
 are record_parity's to count (it reads both clusters and counts neither markers nor aborted records); the
-runbooks run this job --as-written, where n is only how far a committed offset moved. \
-With --as-written the expected offsets are what a runbook wrote, not the truth,
-and nothing here is taken as the reference:
+runbooks run this job --as-written, where n is only how far a committed offset moved.
+
+With --as-written the expected offsets are what a runbook wrote, not the truth, and nothing here is taken as the
+reference:
 
   AS-WRITTEN  actual == expected: still committed where written (the truth is the record proof's to
               establish, from both clusters' records — or unprovable without the source)
-  CHANGED n   actual != expected: moved since it was written, by n offsets \
-With expected = offsets before a step and actual = offsets after it, the same
-job proves "offsets unchanged" (e.g. around a connector stop/resume).
+  CHANGED n   actual != expected: moved since it was written, by n offsets
+
+With expected = offsets before a step and actual = offsets after it, the same job proves "offsets unchanged" (e.g.
+around a connector stop/resume).
 
 The job fails (exit 1) on any SKIP or MISSING, on RE-READ n > --max-reread (when given), on a
 committed offset outside the partition's [low, high] watermarks (when --watermarks is given: the

@@ -6,13 +6,13 @@ server; no mocks).
   DAG-run deadline fires and its callback audits `deadline.missed` naming that gate. Released, the run waits
   under Required Actions with its plan; rejected over the API, it fails with nothing written — no mutating call
   in mirrorbook's audit, none through the Connect proxy, no offsets committed on B — and the rejection is in the
-  audit under the responder's name; Chromium shows the plan on Airflow's Required Actions page. \
-New tries of the approval step (Airflow 3.3.2 retries it when an answer
+  audit under the responder's name; Chromium shows the plan on Airflow's Required Actions page. New tries of the
+  approval step (Airflow 3.3.2 retries it when an answer
   beats the scheduler to the parked attempt's executor event; here clears, which do the same on purpose)
   never ask again: before the answer, one waits on the same request; after it, the answer stands.
 - An mm2_offsets alter waiting for approval is approved with the README's own commands, as written (their
-  address and run swapped for this server's), and goes on. \
-(The failover is approved in tests/dags/test_approval.py: approving this module's failover here
+  address and run swapped for this server's), and goes on. (The failover is approved in tests/dags/test_approval.py:
+  approving this module's failover here
   would move the groups test_failover_api.py moves.)
 """
 

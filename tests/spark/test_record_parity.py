@@ -175,10 +175,10 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
     the Kafka client options (a private file) shipped with the job by spark-submit --files, never to the
     URI, and found by the driver where Spark put them; the operator reading the summary and the results
     back through the URI (pyarrow.fs). The local snapshot files are deleted once staged, before
-    spark-submit starts, and the job is given no path of this worker. \
-What is not: a cluster. The master is local[2] (spark_default of the test
-    session) — the driver shares this machine — and the "shared mount" is a local directory. With the URI
-    set the proofs stage through it whatever the master, which is what lets a local master take this
+    spark-submit starts, and the job is given no path of this worker.
+
+    What is not: a cluster. The master is local[2] (spark_default of the test session) — the driver shares this
+    machine — and the "shared mount" is a local directory. With the URI set the proofs stage through it whatever the master, which is what lets a local master take this
     path; a non-local master without it is refused (test_pause_resume) and gets no local-only settings
     (test_contract)."""
     from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator

@@ -69,8 +69,8 @@ def test_a_thousand_groups_drill_report_leads_with_its_summary_and_stays_a_bound
             const box = s => document.querySelector(s).getBoundingClientRect();
             const groups = [...document.querySelectorAll('#groups tbody tr')];
             return {fold: window.innerHeight, figures: box('.figures').bottom, h1: box('h1').top,
-                    first_groups: groups.slice(0, 3).map(r => [r.cells[0].textContent, \
-r.getBoundingClientRect().bottom]),
+                    first_groups: groups.slice(0, 3).map(
+                        r => [r.cells[0].textContent, r.getBoundingClientRect().bottom]),
                     group_rows: groups.length, more: groups[groups.length - 1].textContent,
                     rows: document.querySelectorAll('tr').length,
                     details: document.querySelectorAll('details').length,

@@ -82,8 +82,8 @@ SEAM_PROBE = textwrap.dedent('''
     names = [info.name for info in pkgutil.iter_modules(replication.__path__, "mirrorbook.replication.")]
     for name in names:
         importlib.import_module(name)
-    print(json.dumps({"modules": names, "runbooks": sorted(m for m in sys.modules \
-if m.startswith("mirrorbook.runbooks"))}))
+    runbooks = sorted(m for m in sys.modules if m.startswith("mirrorbook.runbooks"))
+    print(json.dumps({"modules": names, "runbooks": runbooks}))
 ''')
 
 

@@ -1,7 +1,6 @@
-"""mirrorbook.airflow.preload (docs/operating.md: "Scheduler settings for a fast cutover") leaves a task process \
-nothing of
-mirrorbook to import: after it, loading every DAG file imports no mirrorbook module, and neither the plugin's web
-app nor a Spark client was imported (the API server loads the one; gRPC channels do not survive a fork)."""
+"""mirrorbook.airflow.preload (docs/operating.md: "Scheduler settings for a fast cutover") leaves a task process
+nothing of mirrorbook to import: after it, loading every DAG file imports no mirrorbook module, and neither the
+plugin's web app nor a Spark client was imported (the API server loads the one; gRPC channels do not survive a fork)."""
 
 from __future__ import annotations
 

@@ -273,8 +273,8 @@ def _checkpoint_key(key: bytes | None, group_filter: Callable[[str], bool] | Non
 
 def read_checkpoints(config: Config, source_alias: str, *, policy: ReplicationPolicy | None = None,
                      group_filter: Callable[[str], bool] | None = None, timeout_s: float = 60.0) -> CheckpointLog:
-    """Read `<source>.checkpoints.internal` on the target (`config`) to its end; \
-keep the groups `group_filter` accepts."""
+    """Read `<source>.checkpoints.internal` on the target (`config`) to its end; keep the groups `group_filter`
+    accepts."""
     topic = checkpoints_topic(source_alias, policy)
     return scan_checkpoints(_records(config, topic, timeout_s), topic, group_filter)
 

@@ -17,8 +17,8 @@ from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
 
 def artifact_name(flow: FlowSpec, role: str) -> str:
-    """Strimzi's naming: `east-kafka->west-kafka.MirrorSourceConnector` \
--> `east-kafka--west-kafka.MirrorSourceConnector.json`."""
+    """Strimzi's naming: `east-kafka->west-kafka.MirrorSourceConnector` ->
+    `east-kafka--west-kafka.MirrorSourceConnector.json`."""
     return f"{flow.source}--{flow.target}.{CONNECTOR_CLASSES[role]}.json"
 
 

@@ -22,8 +22,8 @@ or `none` for manual runs only). For every flow of the topology (or those matchi
 
 Connect and the clusters are asked concurrently; MM2's topics are read once per target cluster.
 Each run stores one metrics sample per flow in the audit store (the unplanned failover's RPO
-estimate and the plugin's `/mirrorbook/metrics` read it). A crossed threshold fails the run with \
-a message naming the flow and the figure,
+estimate and the plugin's `/mirrorbook/metrics` read it). A crossed threshold fails the run with a message naming the
+flow and the figure,
 and the alert notifier logs it and POSTs it to `MIRRORBOOK_ALERT_WEBHOOK_URL` when set.
 
 **flow_events** — each flow whose state changed since the last check gets an Asset event on

@@ -119,8 +119,8 @@ class FlowLockOperator(MirrorbookBaseOperator):
             return []
 
     def _anchor(self, rb: Runbook, flows: list[Any]) -> dict[str, Any]:
-        """The run is over: witness the audit head outside the store (runbooks/anchors.py \
-says why it is no mutation)."""
+        """The run is over: witness the audit head outside the store (runbooks/anchors.py says why it is no
+        mutation)."""
         clusters = sorted({c for f in flows for c in (f.source, f.target)})
         done = anchors.write_anchor(rb.audit, self.hook.clients, clusters, rb.info.run_id)
         self.log.info("audit anchor: %s", json.dumps(done["anchor"]) if done["anchor"] else done["reason"])

@@ -178,9 +178,9 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
     spark-submit starts, and the job is given no path of this worker.
 
     What is not: a cluster. The master is local[2] (spark_default of the test session) — the driver shares this
-    machine — and the "shared mount" is a local directory. With the URI set the proofs stage through it whatever the master, which is what lets a local master take this
-    path; a non-local master without it is refused (test_pause_resume) and gets no local-only settings
-    (test_contract)."""
+    machine — and the "shared mount" is a local directory. With the URI set the proofs stage through it whatever
+    the master, which is what lets a local master take this path; a non-local master without it is refused
+    (test_pause_resume) and gets no local-only settings (test_contract)."""
     from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator
     from mirrorbook.parity import staging
     from mirrorbook.runbooks.params import FailoverParams

@@ -3,10 +3,10 @@
 What `mirrorbook devstack up --secure` makes, made by the same code (`mirrorbook.devstack.security` and
 `mirrorbook.devstack.config`, with compose's addresses from include/mirrorbook/topology.yaml and
 docker/render_configs.py's MM2 settings), into the secrets volume — never into the repository: a throwaway CA and
-one certificate for the compose service names, the SCRAM users (`kafka-storage format … @scram.args`), the
-brokers' and workers' properties, the MM2 connector bodies, a client config of the super user for kafka-init, the basic-auth
-credentials for the connector registration, and the Airflow connections (read by Airflow's local-filesystem
-secrets backend). Idempotent: a second run keeps the secrets and rewrites the rest.
+one certificate for the compose service names, the SCRAM users (`kafka-storage format … @scram.args`), the brokers'
+and workers' properties, the MM2 connector bodies, a client config of the super user for kafka-init, the basic-auth
+credentials for the connector registration, and the Airflow connections (read by Airflow's local-filesystem secrets
+backend). Idempotent: a second run keeps the secrets and rewrites the rest.
 
     python docker/secure_init.py /etc/mirrorbook     # files under /etc/mirrorbook/security/
     python docker/secure_init.py --owner kafka=1000 --owner airflow=50000 /etc/mirrorbook

@@ -2,7 +2,7 @@
 VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-fast install install-test lock clean down
+.PHONY: demo test test-fast check install install-test lock clean down
 
 install:
 	VENV=$(VENV) scripts/bootstrap.sh
@@ -15,13 +15,18 @@ install-test:
 demo: install
 	$(VENV)/bin/mirrorbook demo
 
-## make test: install what the tests need and run the whole suite (unit, integration, Airflow, Spark)
-test: install-test
+## make test: install what the tests need, check the code, and run the whole suite (unit, integration, Airflow, Spark)
+test: install-test check
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+## make check: style and complexity (ruff) and the layer order (import-linter contracts in pyproject.toml), in seconds
+check: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 ## make test-fast: the tests that need nothing running (unit and property tests, the audit store on SQLite), in
 ## a few minutes: the inner loop
-test-fast: install-test
+test-fast: install-test check
 	$(VENV)/bin/python -m pytest -m "not services" $(PYTEST_ARGS)
 
 ## make down: stop the demo stack and delete its data

@@ -28,6 +28,7 @@ from typing import Any
 
 from mirrorbook.clients import Clients
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.records import count_records
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.internal_topics import read_offset_syncs
@@ -201,7 +202,9 @@ def run_divergence(rb: Runbook, clients: Clients, original: FlowSpec) -> dict[st
 
 
 def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
-    """Per partition of the original flow's topics: records on its source that never reached its target.
+    """Per partition of the original flow's topics: records on its source that never reached its target — records,
+    as a read_committed consumer counts them (`kafka.records`: markers and aborted records are not), exact unless a
+    range was past the read budget (`exact`: false, and the figure is then at most that).
 
     Only user records count: Connect's storage topics, MM2's internal topics and heartbeats, Kafka's `__`
     topics and mirrorbook's audit anchors keep being written on the source (a Connect worker there writes
@@ -212,14 +215,22 @@ def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     existing = admin.topics()
     tps = [tp for tp in replicated if tp.partition < existing.get(tp.topic, 0)]
     highs = admin.high_watermarks(tps)
-    user: dict[str, int] = {}
+    user: dict[TP, tuple[int, int]] = {}
     internal: dict[str, int] = {}
     for tp in sorted(tps):
         # mirrorbook's own audit anchors are written to A as runs end, while A->B may be stopped.
         kind = rpo.record_kind(policy, tp.topic)
         if kind == "mm2" and policy.is_heartbeats_topic(tp.topic):
             continue  # heartbeats are written every second by design: not worth listing
-        (user if kind is None else internal)[str(tp)] = max(0, highs[tp] - 1 - replicated[tp])
-    return {"cluster": original.source, "records": sum(user.values()),
-            "partitions": {k: v for k, v in user.items() if v}, "checked_partitions": len(user),
+        if kind is None:
+            user[tp] = (replicated[tp] + 1, highs[tp])
+        else:
+            internal[str(tp)] = max(0, highs[tp] - 1 - replicated[tp])
+    # Records, not offsets: a transactional partition's markers (and aborted records) take offsets past the last
+    # record MM2 copied without anyone missing them. Counted where the offsets say something may be missing.
+    counts = count_records(admin, user)
+    diverged = {str(tp): counts[tp].high if tp in counts else 0 for tp in user}
+    return {"cluster": original.source, "records": sum(diverged.values()),
+            "partitions": {k: v for k, v in diverged.items() if v}, "checked_partitions": len(user),
+            "exact": all(c.exact for c in counts.values()),
             "internal": {"records": sum(internal.values()), "partitions": {k: v for k, v in internal.items() if v}}}

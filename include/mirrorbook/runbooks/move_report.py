@@ -160,7 +160,8 @@ def render_report(report: dict[str, Any]) -> str:
         lines.append(f"  {report['known_loss']['text']}")
     if report.get("divergence"):
         d = report["divergence"]
-        lines.append(f"  divergence: {d['records']} record(s) reached {d['cluster']} but never the other side")
+        most = "at most " if d.get("exact") is False else ""  # a range past the read budget: its offsets
+        lines.append(f"  divergence: {most}{d['records']} record(s) reached {d['cluster']} but never the other side")
     groups = report.get("groups") or []
     if len(groups) > 1:
         lines.append(f"  groups, those that may skip or have notes first ({min(len(groups), LISTED_GROUPS)} of "

@@ -2,6 +2,11 @@
 
 Used for MM2's internal topics (read to their end), for precise translation windows, and by tests
 that prove what a consumer would see.
+
+Isolation: librdkafka reads `read_committed` unless told otherwise — records of aborted transactions are not
+returned (nor are commit/abort markers, ever). A reader that must see what another client saw passes that
+client's level: precise translation reads a source as MM2's source consumer does (`read_uncommitted`, the
+Java consumer's default: MM2 copies aborted records as plain ones).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ class ReadTimeout(MirrorbookError):
     pass
 
 
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
 def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
     return Consumer(client_config(config, **{
         "group.id": f"mirrorbook-reader-{uuid.uuid4().hex[:8]}",  # required by librdkafka; never committed
@@ -38,22 +46,27 @@ def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
 
 
 def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, int]], *,
-                timeout_s: float = 60.0, batch: int = 5000) -> Iterator[Message]:
+                timeout_s: float = 60.0, batch: int = 5000, isolation: str | None = None) -> Iterator[Message]:
     """Yield every record with start <= offset < end for each partition, in offset order per partition.
 
-    Offsets missing from a partition (compaction, transaction markers) are simply not yielded; the
-    read ends per partition once a record at or past `end - 1` was seen or the position reaches `end`.
+    Offsets missing from a partition (compaction, transaction markers, with `read_committed` aborted records)
+    are simply not yielded; the read ends per partition once a record at or past `end - 1` was seen or the
+    position reaches `end`. `isolation`: "read_committed" (librdkafka's default when None) or
+    "read_uncommitted".
     """
     pending = {tp: (s, e) for tp, (s, e) in ranges.items() if e > s}
     if not pending:
         return
-    consumer = _consumer(config)
+    if isolation is not None and isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
+    consumer = _consumer(config, **({"isolation.level": isolation} if isolation else {}))
     try:
         consumer.assign([TopicPartition(tp.topic, tp.partition, max(s, 0)) for tp, (s, _) in pending.items()])
         deadline = time.monotonic() + timeout_s
         while pending:
             # A short timeout: consume() waits it out whenever fewer than `batch` records are left.
             msgs = consumer.consume(num_messages=batch, timeout=0.05)
+            done: list[TopicPartition] = []
             for m in msgs:
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
@@ -63,11 +76,14 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
                 rng = pending.get(tp)
                 if rng is None:
                     continue
-                if m.offset() < rng[1]:
+                offset = m.offset()
+                if offset < rng[1]:
                     yield m
-                if m.offset() >= rng[1] - 1:
+                if offset >= rng[1] - 1:
                     pending.pop(tp, None)
-                    consumer.pause([TopicPartition(tp.topic, tp.partition)])
+                    done.append(TopicPartition(tp.topic, tp.partition))
+            if done:  # one call for the batch: each pause is a round trip through librdkafka's queues
+                consumer.pause(done)
             if msgs:
                 deadline = time.monotonic() + timeout_s
                 continue
@@ -85,7 +101,7 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
 
 
 def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: float = 60.0,
-                from_offsets: Mapping[TP, int] | None = None) -> Iterator[Message]:
+                from_offsets: Mapping[TP, int] | None = None, isolation: str | None = None) -> Iterator[Message]:
     """Yield every record from the beginning (or `from_offsets`) up to the high watermark seen at call time."""
     from mirrorbook.kafka.admin import KafkaAdmin
 
@@ -93,7 +109,7 @@ def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: fl
     marks = admin.watermarks(tps)
     start = from_offsets or {}
     ranges = {tp: (max(start.get(tp, w.low), w.low), w.high) for tp, w in marks.items()}
-    yield from read_ranges(config, ranges, timeout_s=timeout_s)
+    yield from read_ranges(config, ranges, timeout_s=timeout_s, isolation=isolation)
 
 
-__all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING"]
+__all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING", "ISOLATION_LEVELS"]

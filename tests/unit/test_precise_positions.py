@@ -18,7 +18,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.offset_sync_store import SyncIndex
 from mirrorbook.mm2.precise import (NOT_PROVEN, Marks, PartitionData, PartitionTranslation, PreciseReport, Rec,
-                                    _Context, _Item, _row, position_counts, prove, sync_position, totals)
+                                    _Context, Item, _row, position_counts, prove, sync_position, totals)
 from mirrorbook.mm2.records import Checkpoint, OffsetSync
 from mirrorbook.runbooks.plan import TranslationPlan, earliest_row, rows_from_precise
 
@@ -49,7 +49,7 @@ def translate(committed: int, syncs: SyncIndex, *, checkpoint: tuple[int, int] |
     """One row, as `translate_precise` makes it from what it read."""
     cp = Checkpoint("g", TGT.topic, 0, *checkpoint) if checkpoint else None
     proof = prove(committed, syncs, source, target, source_marks, target_marks, max_window)
-    return _row(_Item("g", SRC, TGT, committed, cp), proof, _Context(syncs, source, target, source_marks, target_marks))
+    return _row(Item("g", SRC, TGT, committed, cp), proof, _Context(syncs, source, target, source_marks, target_marks))
 
 
 def report(*rows: PartitionTranslation) -> PreciseReport:

@@ -112,6 +112,15 @@ def positions(conn: Connection, flow: str) -> list[GroupPosition]:
                           observed_at=parse_time(r.observed_at)) for r in rows]
 
 
+def position_rows(conn: Connection, flow: str) -> list[tuple[str, str, int, str, int, int, str, bool, str]]:
+    """`positions` as plain tuples — (group, topic, partition, source_topic, source_offset, target_offset, rule,
+    exact, observed_at as stored) — for a reader that checks a million of them and makes a model of none."""
+    rows = conn.execute(select(_pos.group, _pos.topic, _pos.partition, _pos.source_topic, _pos.source_offset,
+                               _pos.target_offset, _pos.rule, _pos.exact, _pos.observed_at)
+                        .where(lookup(_pos.flow, flow)))
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
 def position_values(flow: str, p: GroupPosition) -> dict[str, Any]:
     return stored_row(schema.positions, {"flow": flow, **p.model_dump(exclude={"observed_at"}),
                                          "observed_at": p.observed_at})

@@ -358,8 +358,7 @@ class Alignment:
             last = self._end_of(k, True)
             what = "the partitions' first records" if a.start else f"the offset sync {a.upstream}→{a.downstream}"
             if x - a.upstream > self.max_window:
-                out.append(f"{what} is {x - a.upstream} offsets below: the window exceeds max_window "
-                           f"{self.max_window}")
+                out.append(f"{x - a.upstream} offsets from {what}: the window exceeds max_window {self.max_window}")
             else:
                 out.append(f"the chain forward from {what} ends at source record {self.source.offsets[last]}"
                            + self._break(last + 1, a.j + (last - a.i) + 1))
@@ -367,7 +366,7 @@ class Alignment:
             a = self.anchors[k]
             first = self._end_of(k, False)
             if a.upstream - x > self.max_window:
-                out.append(f"the offset sync {a.upstream}→{a.downstream} is {a.upstream - x} offsets above: the "
+                out.append(f"{a.upstream - x} offsets to the offset sync {a.upstream}→{a.downstream} above: the "
                            f"window exceeds max_window {self.max_window}")
             else:
                 out.append(f"the chain back from the offset sync {a.upstream}→{a.downstream} ends at source record "
@@ -757,7 +756,7 @@ def read_partitions(config: Config, wanted: Mapping[TP, Iterable[tuple[int, int]
 # -- the translation ------------------------------------------------------------------------------
 
 @dataclass
-class _Item:
+class Item:
     group: str
     src: TP
     tgt: TP
@@ -767,7 +766,7 @@ class _Item:
 
 def _items(committed: Mapping[str, Mapping[TP, int]], matches: Callable[[str], bool],
            checkpoints: Mapping[tuple[str, str, int], Checkpoint], target_partitions: Mapping[str, int],
-           policy: ReplicationPolicy, source_alias: str) -> list[_Item]:
+           policy: ReplicationPolicy, source_alias: str) -> list[Item]:
     """(group, partition) pairs to translate: matching groups, on source topics mirrored to the target."""
     out = []
     remote: dict[str, str] = {}  # each topic's name on the target, formatted once
@@ -779,7 +778,7 @@ def _items(committed: Mapping[str, Mapping[TP, int]], matches: Callable[[str], b
             if topic is None:
                 topic = remote[tp.topic] = policy.format_remote_topic(source_alias, tp.topic)
             if tp.partition < target_partitions.get(topic, 0):
-                out.append(_Item(g, tp, TP(topic, tp.partition), off, checkpoints.get((g, topic, tp.partition))))
+                out.append(Item(g, tp, TP(topic, tp.partition), off, checkpoints.get((g, topic, tp.partition))))
     return out
 
 
@@ -823,21 +822,26 @@ class _Pair(NamedTuple):
 
     src: TP
     tgt: TP
-    items: list[_Item]
+    items: list[Item]
 
 
-def translate_items(source: Config, target: Config, items: Sequence[_Item],
+def translate_items(source: Config, target: Config, items: Sequence[Item],
                     syncs: Mapping[TP, Sequence[OffsetSync]], src_admin: KafkaAdmin, tgt_admin: KafkaAdmin, *,
                     max_window: int = MAX_WINDOW, timeout_s: float = 60.0,
-                    source_isolation: str = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all"
+                    source_isolation: str = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all",
+                    source_marks: Mapping[TP, Marks] | None = None, target_marks: Mapping[TP, Marks] | None = None
                     ) -> list[PartitionTranslation]:
-    """The rows of `items`, partition by partition: one read of each range a partition's groups need (both sides,
-    merged), one alignment of each partition pair, one proof per distinct committed offset on it."""
+    """The rows of `items` (in their order), partition by partition: one read of each range a partition's groups
+    need (both sides, merged), one alignment of each partition pair, one proof per distinct committed offset on
+    it. `source_marks`/`target_marks`: the partitions' watermarks when the caller has just read them."""
     pairs: dict[TP, _Pair] = {}
     for i in items:
         pairs.setdefault(i.src, _Pair(i.src, i.tgt, [])).items.append(i)
-    src_marks = {tp: Marks(w.low, w.high) for tp, w in src_admin.watermarks(pairs).items()}
-    tgt_marks = {tp: Marks(w.low, w.high) for tp, w in tgt_admin.watermarks({p.tgt for p in pairs.values()}).items()}
+    src_marks = {tp: source_marks[tp] for tp in pairs} if source_marks is not None else \
+        {tp: Marks(w.low, w.high) for tp, w in src_admin.watermarks(pairs).items()}
+    tgt_tps = {p.tgt for p in pairs.values()}
+    tgt_marks = {tp: target_marks[tp] for tp in tgt_tps} if target_marks is not None else \
+        {tp: Marks(w.low, w.high) for tp, w in tgt_admin.watermarks(tgt_tps).items()}
     src_wanted: dict[TP, list[tuple[int, int]]] = {}
     tgt_wanted: dict[TP, list[tuple[int, int]]] = {}
     for p in pairs.values():
@@ -856,7 +860,7 @@ def translate_items(source: Config, target: Config, items: Sequence[_Item],
     tgt_data = read_partitions(target, tgt_wanted, timeout_s=timeout_s)
 
     empty = PartitionData([], [])
-    rows: list[PartitionTranslation] = []
+    rows: dict[int, PartitionTranslation] = {}
     for p in pairs.values():
         sm, tm = src_marks[p.src], tgt_marks[p.tgt]
         sd, td = src_data.get(p.src, empty), tgt_data.get(p.tgt, empty)
@@ -870,12 +874,12 @@ def translate_items(source: Config, target: Config, items: Sequence[_Item],
                 proof = proofs[i.committed] = aligned.position(i.committed)
             fallback = not proof.proven or fallbacks == "all"
             if not fallback and i.checkpoint is None:
-                rows.append(_proven_row(i, proof, tm))
+                rows[id(i)] = _proven_row(i, proof, tm)
                 continue
             if context is None:
                 context = _Context(SyncIndex(raw), sd, td, sm, tm)
-            rows.append(_row(i, proof, context, fallback=fallback))
-    return rows
+            rows[id(i)] = _row(i, proof, context, fallback=fallback)
+    return [rows[id(i)] for i in items]
 
 
 def _clip(r: tuple[int, int], marks: Marks) -> tuple[int, int]:
@@ -892,7 +896,7 @@ class _Context(NamedTuple):
     target_marks: Marks
 
 
-def _proven_row(i: _Item, proof: Proof, target_marks: Marks) -> PartitionTranslation:
+def _proven_row(i: Item, proof: Proof, target_marks: Marks) -> PartitionTranslation:
     """A proven row without a checkpoint to count: nothing to compare, nothing to fall back on."""
     return PartitionTranslation.model_construct(
         group=i.group, source_topic=i.src.topic, target_topic=i.tgt.topic, partition=i.src.partition,
@@ -902,7 +906,7 @@ def _proven_row(i: _Item, proof: Proof, target_marks: Marks) -> PartitionTransla
         fallback_skip=None, offset=proof.offset, re_read=ZERO, skip=ZERO)
 
 
-def _row(i: _Item, proof: Proof, ctx: _Context, fallback: bool = True) -> PartitionTranslation:
+def _row(i: Item, proof: Proof, ctx: _Context, fallback: bool = True) -> PartitionTranslation:
     c = i.committed
     syncs, source, target, source_marks, target_marks = ctx.index.syncs, ctx.source, ctx.target, ctx.source_marks, \
         ctx.target_marks
@@ -937,7 +941,7 @@ def _row(i: _Item, proof: Proof, ctx: _Context, fallback: bool = True) -> Partit
     return row
 
 
-__all__ = ["prove", "translate_precise", "translate_items", "PreciseReport", "PartitionTranslation",
+__all__ = ["prove", "translate_precise", "translate_items", "Item", "PreciseReport", "PartitionTranslation",
            "TranslationTotals", "PartitionData", "Marks", "Rec", "Proof", "Alignment", "read_partitions",
            "merge_ranges", "position_counts", "sync_position", "whole_history", "wanted_ranges", "content_of",
            "PROOF_RULES", "END_RULES", "MM2_SOURCE_ISOLATION"]

@@ -12,7 +12,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
-from mirrorbook.runbooks import unplanned
+from mirrorbook.runbooks import readiness, unplanned
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.move import Move
@@ -64,18 +64,26 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
             stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
             if stale:
                 notes.append(f"checkpoints behind the committed offsets after {wait_s}s for: " + ", ".join(stale[:10]))
-        report = translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
-                                   flow.source, flow.target, move.regex, policy=policy,
-                                   offset_syncs_location=mapping.offset_syncs_location, committed=committed)
-        rows = rows_from_precise(report, params.translation)
-        wanted = {g: {TP(policy.format_remote_topic(flow.source, tp.topic), tp.partition): o
-                      for tp, o in offs.items()} for g, offs in committed.items()}
+        if params.translation == "precise":
+            # What the health check proved and is still exactly true is reused; the rest is proved now.
+            proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit)
+            rows = readiness.plan_rows(proved, datetime.now(timezone.utc))
+            notes += proved.notes(flow.target)
+        else:
+            report = translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
+                                       flow.source, flow.target, move.regex, policy=policy,
+                                       offset_syncs_location=mapping.offset_syncs_location, committed=committed,
+                                       source_isolation=mapping.source_isolation)
+            rows = rows_from_precise(report, params.translation)
+            if report.malformed_records:
+                notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
+        remote: dict[str, str] = {}
+        wanted = {g: {TP(remote.get(tp.topic) or remote.setdefault(tp.topic, policy.format_remote_topic(
+            flow.source, tp.topic)), tp.partition): o for tp, o in offs.items()} for g, offs in committed.items()}
         rows = add_earliest_fallback(rows, wanted, target_admin)
         for r in rows:
             if r.method == "fallback:earliest":
                 r.source_topic = policy.source_topic_of(r.target_topic, flow.source) or r.source_topic
-        if report.malformed_records:
-            notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
     else:
         found = unplanned.survivors(clients, rb.audit, flow, move.regex)
         wanted = set(groups)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import ZERO, Count, total
-from mirrorbook.mm2.precise import Marks, PreciseReport, whole_history
+from mirrorbook.mm2.precise import Marks, PartitionTranslation, PreciseReport, whole_history
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 
 # Groups that are plumbing, never application consumers (MM2's own groups.exclude, plus ours).
@@ -35,7 +35,7 @@ class PlanRow(BaseModel):
     precise_offset: int | None = None
     re_read: Count = ZERO      # records the group reads again from `offset`: exact, or bounded
     skip: Count = ZERO         # records the group would never read from `offset` (must be 0)
-    basis_age_s: float | None = None  # unplanned: how old the knowledge behind `offset` is
+    basis_age_s: float | None = None  # how old the knowledge behind `offset` is: unplanned, or a reused readiness proof
     note: str | None = None
 
     @property
@@ -219,12 +219,12 @@ def managed_groups(admin: KafkaAdmin, regex: str) -> list[str]:
     return sorted(g for g in admin.list_groups() if matches(g) and not INTERNAL_GROUPS.match(g))
 
 
-def rows_from_precise(report: PreciseReport, translation: str) -> list[PlanRow]:
+def rows_from_precise(report: PreciseReport | Iterable[PartitionTranslation], translation: str) -> list[PlanRow]:
     """Precise mode writes the proven offset, else the highest position that provably skips nothing (else the
     target's log start, its skip counted); mm2 mode writes MM2's checkpoint, else that same fallback. Every
     row's skip is counted or bounded, and a row that may skip says why, so the plan's gate can refuse it."""
     rows = []
-    for r in report.rows:
+    for r in report.rows if isinstance(report, PreciseReport) else report:
         if translation == "precise" and r.proven:
             offset, method, re_read, skip, note = r.offset, f"precise:{r.proof}", r.re_read, r.skip, None
         elif translation == "mm2" and r.mm2_offset is not None:
@@ -238,10 +238,11 @@ def rows_from_precise(report: PreciseReport, translation: str) -> list[PlanRow]:
             how = (f"{r.why_skips(offset, skip)}, so no position on the target skips nothing: it skips {skip} "
                    "record(s)" if skip.may_be_positive else FALLBACK_NOTES[r.fallback_rule or "earliest"])
             note = f"{why}: {how}"
-        rows.append(PlanRow(group=r.group, source_topic=r.source_topic, target_topic=r.target_topic,
-                            partition=r.partition, source_offset=r.source_offset, offset=offset, method=method,
-                            mm2_offset=r.mm2_offset, precise_offset=r.precise_offset, re_read=re_read, skip=skip,
-                            note=note))
+        # Built without validation: every value comes from a validated row (a plan can have a million rows).
+        rows.append(PlanRow.model_construct(
+            group=r.group, source_topic=r.source_topic, target_topic=r.target_topic, partition=r.partition,
+            source_offset=r.source_offset, offset=offset, method=method, mm2_offset=r.mm2_offset,
+            precise_offset=r.precise_offset, re_read=re_read, skip=skip, basis_age_s=None, note=note))
     return rows
 
 
@@ -256,8 +257,9 @@ FALLBACK_NOTES = {
 def add_earliest_fallback(rows: list[PlanRow], wanted: dict[str, dict[TP, int | None]],
                           target_admin: KafkaAdmin) -> list[PlanRow]:
     """(group, target partition) pairs nobody could translate start at the partition's earliest offset."""
-    have = {(r.group, r.target_tp) for r in rows}
-    missing = [(g, tp, src) for g, tps in wanted.items() for tp, src in tps.items() if (g, tp) not in have]
+    have = {(r.group, r.target_topic, r.partition) for r in rows}
+    missing = [(g, tp, src) for g, tps in wanted.items() for tp, src in tps.items()
+               if (g, tp.topic, tp.partition) not in have]
     if not missing:
         return rows
     marks = target_admin.watermarks({tp for _, tp, _ in missing})

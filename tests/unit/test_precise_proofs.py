@@ -147,7 +147,8 @@ def test_not_proven_without_anchor_or_outside_offsets():
     # Both syncs around 150 lie further than the window, and position alone could tell its identical records apart.
     same = [Rec(o, content(1)) for o in range(300)]
     p = check(150, SYNCS, same, list(same), max_window=40)
-    assert p.rule == NOT_PROVEN and "49 offsets from the offset sync 101→101: the window exceeds max_window 40" in p.reason
+    assert p.rule == NOT_PROVEN
+    assert "49 offsets from the offset sync 101→101: the window exceeds max_window 40" in p.reason
     # Unique content between the two chains' ends places it all the same (its copy lies between them).
     assert check(150, SYNCS, SRC, MIRROR, max_window=40) == (150, UNIQUE, None)
 

@@ -302,9 +302,8 @@ class AuditStore:
         if not changed and not gone:
             return
         with self._db.write() as conn:
-            for p in changed:
-                self._db.upsert(conn, schema.positions, history.position_values(flow, p),
-                                ("flow", "group", "topic", "partition"))
+            self._db.upsert_many(conn, schema.positions, history.positions_values(flow, changed),
+                                 ("flow", "group", "topic", "partition"))
             history.delete_positions(conn, flow, gone)
 
     # -- artifacts ------------------------------------------------------------------------------

@@ -72,16 +72,16 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         continue
                     raise MirrorbookError(f"reading {m.topic()}-{m.partition()}: {m.error().str()}")
-                tp = TP(m.topic(), m.partition())
-                rng = pending.get(tp)
+                key = (m.topic(), m.partition())  # a plain tuple finds a TP key (a million a read: no TP made)
+                rng = pending.get(key)  # type: ignore[call-overload]
                 if rng is None:
                     continue
                 offset = m.offset()
                 if offset < rng[1]:
                     yield m
                 if offset >= rng[1] - 1:
-                    pending.pop(tp, None)
-                    done.append(TopicPartition(tp.topic, tp.partition))
+                    pending.pop(key, None)  # type: ignore[call-overload]
+                    done.append(TopicPartition(*key))
             if done:  # one call for the batch: each pause is a round trip through librdkafka's queues
                 consumer.pause(done)
             if msgs:

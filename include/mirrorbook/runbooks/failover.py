@@ -16,7 +16,8 @@ from mirrorbook.runbooks import readiness, unplanned
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.move import Move
-from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
+from mirrorbook.runbooks.plan import (PlanRow, PlanTable, TranslationPlan, add_earliest_fallback,
+                                      earliest_rows, rows_from_precise)
 from mirrorbook.topology import FlowSpec
 
 
@@ -55,43 +56,46 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     policy = ReplicationPolicy.for_flow(flow)
     target_admin = clients.admin(flow.target)
     notes: list[str] = []
-    if move.planned:
-        committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
-                                      target_admin.topics())
-        mapping = clients.replication(flow).offset_mapping()
-        if params.translation == "mm2":
-            wait_s = 2 * mapping.checkpoint_interval_s + 5
-            stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
-            if stale:
-                notes.append(f"checkpoints behind the committed offsets after {wait_s}s for: " + ", ".join(stale[:10]))
-        if params.translation == "precise":
-            # What the health check proved and is still exactly true is reused; the rest is proved now.
-            proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit)
-            rows = readiness.plan_rows(proved, datetime.now(timezone.utc))
-            notes += proved.notes(flow.target)
-        else:
-            report = translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
-                                       flow.source, flow.target, move.regex, policy=policy,
-                                       offset_syncs_location=mapping.offset_syncs_location, committed=committed,
-                                       source_isolation=mapping.source_isolation)
-            rows = rows_from_precise(report, params.translation)
-            if report.malformed_records:
-                notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
-        remote: dict[str, str] = {}
-        wanted = {g: {TP(remote.get(tp.topic) or remote.setdefault(tp.topic, policy.format_remote_topic(
-            flow.source, tp.topic)), tp.partition): o for tp, o in offs.items()} for g, offs in committed.items()}
-        rows = add_earliest_fallback(rows, wanted, target_admin)
-        for r in rows:
-            if r.method == "fallback:earliest":
-                r.source_topic = policy.source_topic_of(r.target_topic, flow.source) or r.source_topic
-    else:
+    meta: dict[str, Any] = dict(flow=move.flow.name, direction=move.direction, mode=params.mode,
+                                translation=params.translation, from_cluster=move.from_cluster,
+                                to_cluster=move.to_cluster, groups=groups, notes=notes)
+    if not move.planned:
         found = unplanned.survivors(clients, rb.audit, flow, move.regex)
-        wanted = set(groups)
-        rows = [r for r in unplanned.plan_rows(clients, flow, found, datetime.now(timezone.utc)) if r.group in wanted]
+        wanted_groups = set(groups)
+        rows = [r for r in unplanned.plan_rows(clients, flow, found, datetime.now(timezone.utc))
+                if r.group in wanted_groups]
         notes += [f"unplanned: positions from what survives on {flow.target}"] + found.notes
-    return TranslationPlan(flow=move.flow.name, direction=move.direction, mode=params.mode,
-                           translation=params.translation, from_cluster=move.from_cluster,
-                           to_cluster=move.to_cluster, groups=groups, rows=sorted(rows, key=_row_key), notes=notes)
+        return TranslationPlan(rows=sorted(rows, key=_row_key), **meta)
+    committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
+                                  target_admin.topics())
+    remote: dict[str, str] = {}  # each topic's name on the target, formatted once
+    wanted = {g: {TP(remote.get(tp.topic) or remote.setdefault(tp.topic, policy.format_remote_topic(
+        flow.source, tp.topic)), tp.partition): o for tp, o in offs.items()} for g, offs in committed.items()}
+    if params.translation == "precise":
+        # What the health check proved and is still exactly true is reused, the rest proved now; a thousand groups
+        # are 150,000 rows: the plan is made column by column.
+        proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit)
+        table = readiness.plan_table(proved, datetime.now(timezone.utc))
+        rows = earliest_rows(table.keys(), wanted, target_admin)
+        notes += proved.notes(flow.target)
+    else:
+        mapping = clients.replication(flow).offset_mapping()
+        wait_s = 2 * mapping.checkpoint_interval_s + 5
+        stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
+        if stale:
+            notes.append(f"checkpoints behind the committed offsets after {wait_s}s for: " + ", ".join(stale[:10]))
+        report = translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
+                                   flow.source, flow.target, move.regex, policy=policy,
+                                   offset_syncs_location=mapping.offset_syncs_location, committed=committed,
+                                   source_isolation=mapping.source_isolation)
+        rows = add_earliest_fallback(rows_from_precise(report, params.translation), wanted, target_admin)
+        if report.malformed_records:
+            notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
+        table = PlanTable()
+    for r in rows:
+        if r.method == "fallback:earliest":
+            r.source_topic = policy.source_topic_of(r.target_topic, flow.source) or r.source_topic
+    return TranslationPlan.of_table(table.add_rows(rows), **meta)
 
 
 def _row_key(r: PlanRow) -> tuple:

@@ -41,8 +41,7 @@ from mirrorbook.mm2.internal_topics import read_checkpoints, read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import END_RULES, Marks, PartitionTranslation, Item, translate_items
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
-from mirrorbook.mm2.counts import ZERO
-from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlanRow, rows_from_precise
+from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlanTable, rows_from_precise
 from mirrorbook.topology import FlowSpec
 
 Key = tuple[str, str, int]  # group, target topic, partition
@@ -224,36 +223,39 @@ def _prove(clients: Clients, flow: FlowSpec, todo: dict[Key, tuple[TP, int]], so
     syncs = read_offset_syncs(source if mapping.offset_syncs_location == "source" else target, flow.source,
                               flow.target, location=mapping.offset_syncs_location, policy=policy)
     items = [Item(g, tp, TP(t, p), c, None) for (g, t, p), (tp, c) in sorted(todo.items())]
-    kw = dict(source_marks=source_marks, target_marks=target_marks, source_isolation=mapping.source_isolation,
-              fallbacks="unproven")
     src_admin, tgt_admin = clients.admin(flow.source), clients.admin(flow.target)
-    rows = translate_items(source, target, items, syncs.syncs, src_admin, tgt_admin, **kw)  # type: ignore[arg-type]
+
+    def translate(these: list[Item]) -> list[PartitionTranslation]:
+        return translate_items(source, target, these, syncs.syncs, src_admin, tgt_admin, source_marks=source_marks,
+                               target_marks=target_marks, source_isolation=mapping.source_isolation,
+                               fallbacks="unproven")
+
+    rows = translate(items)
     unproven = [i for i, r in zip(items, rows) if r.precise_offset is None]
     if not unproven:
         return rows
     groups = {i.group for i in unproven}
     log = read_checkpoints(target, flow.source, policy=policy, group_filter=groups.__contains__)
-    again = [Item(i.group, i.src, i.tgt, i.committed, log.latest.get((i.group, i.tgt.topic, i.tgt.partition)))
-             for i in unproven]
-    placed = {(r.group, r.target_topic, r.partition): r
-              for r in translate_items(source, target, again, syncs.syncs, src_admin, tgt_admin, **kw)}  # type: ignore[arg-type]
+    again = translate([Item(i.group, i.src, i.tgt, i.committed, log.latest.get((i.group, i.tgt.topic,
+                                                                                  i.tgt.partition)))
+                       for i in unproven])
+    placed = {(r.group, r.target_topic, r.partition): r for r in again}
     return [placed.get((r.group, r.target_topic, r.partition), r) for r in rows]
 
 
-def plan_rows(proved: Proved, now: datetime) -> list[PlanRow]:
+def plan_table(proved: Proved, now: datetime) -> PlanTable:
     """A planned precise failover's rows: the reused positions as the health check proved them, with their age (the
-    rule is the proof's), and the fresh ones as precise translation placed them."""
-    rows = rows_from_precise(proved.fresh, "precise")
+    rule is the proof's), and the fresh ones as precise translation placed them — column by column."""
+    table = PlanTable().add_rows(rows_from_precise(proved.fresh, "precise"))
     ages: dict[str, float] = {}
+    add = table.add
     for (group, topic, partition), k in proved.reused.items():
         age = ages.get(k.observed_at)
         if age is None:
             age = ages[k.observed_at] = round((now - k.proved_at).total_seconds(), 1)
-        rows.append(PlanRow.model_construct(
-            group=group, source_topic=k.source_topic, target_topic=topic, partition=partition,
-            source_offset=k.source_offset, offset=k.target_offset, method=k.rule, mm2_offset=None,
-            precise_offset=k.target_offset, re_read=ZERO, skip=ZERO, basis_age_s=age, note=None))
-    return rows
+        add(group, k.source_topic, topic, partition, k.source_offset, k.target_offset, k.rule,
+            precise_offset=k.target_offset, basis_age_s=age)
+    return table
 
 
 def position_of(row: PartitionTranslation, now: datetime) -> GroupPosition | None:

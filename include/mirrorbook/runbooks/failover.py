@@ -69,14 +69,19 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
                                   target_admin.topics())
     remote: dict[str, str] = {}  # each topic's name on the target, formatted once
-    wanted = {g: {TP(remote.get(tp.topic) or remote.setdefault(tp.topic, policy.format_remote_topic(
-        flow.source, tp.topic)), tp.partition): o for tp, o in offs.items()} for g, offs in committed.items()}
+
+    def wanted(left: dict[str, dict[TP, int]]) -> dict[str, dict[TP, int | None]]:
+        return {g: {TP(remote.get(tp.topic) or remote.setdefault(tp.topic, policy.format_remote_topic(
+            flow.source, tp.topic)), tp.partition): o for tp, o in offs.items()} for g, offs in left.items()}
+
     if params.translation == "precise":
         # What the health check proved and is still exactly true is reused, the rest proved now; a thousand groups
         # are 150,000 rows: the plan is made column by column.
         proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit)
         table = readiness.plan_table(proved, datetime.now(timezone.utc))
-        rows = earliest_rows(table.keys(), wanted, target_admin)
+        # Only pairs readiness does not manage (none: it keeps the same pairs) would start at the partition's start.
+        pairs = sum(len(o) for o in committed.values())
+        rows = earliest_rows(table.keys(), wanted(committed), target_admin) if pairs > len(proved.wanted) else []
         notes += proved.notes(flow.target)
     else:
         mapping = clients.replication(flow).offset_mapping()
@@ -88,7 +93,8 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
                                    flow.source, flow.target, move.regex, policy=policy,
                                    offset_syncs_location=mapping.offset_syncs_location, committed=committed,
                                    source_isolation=mapping.source_isolation)
-        rows = add_earliest_fallback(rows_from_precise(report, params.translation), wanted, target_admin)
+        rows = add_earliest_fallback(rows_from_precise(report, params.translation), wanted(committed),
+                                     target_admin)
         if report.malformed_records:
             notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
         table = PlanTable()

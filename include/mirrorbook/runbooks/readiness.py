@@ -86,7 +86,8 @@ class Kept(NamedTuple):
 
 
 def kept_positions(audit: AuditStore, flow: FlowSpec) -> dict[Key, Kept]:
-    return {(g, t, p): Kept(*rest) for g, t, p, *rest in audit.position_rows(flow.name)}
+    make = Kept._make
+    return {row[:3]: make(row[3:]) for row in audit.position_rows(flow.name)}
 
 
 def still_true(kept: Kept, committed: int, source: Marks, target: Marks, same_topics: bool,
@@ -195,10 +196,10 @@ def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dic
             k = kept.get(key)
             if k is None:
                 continue
-            target_tp = TP(key[1], key[2])
-            why = still_true(k, c, source_marks[tp], target_marks[target_tp],
-                             same[(SOURCE, tp.topic)] and same[(TARGET, key[1])],
-                             tp.topic in compacted[SOURCE] or key[1] in compacted[TARGET])
+            _, topic, partition = key
+            why = still_true(k, c, source_marks[tp], target_marks[(topic, partition)],  # type: ignore[index]
+                             same[(SOURCE, tp.topic)] and same[(TARGET, topic)],
+                             tp.topic in compacted[SOURCE] or topic in compacted[TARGET])
             if why is None:
                 reused[key] = k
             elif k.exact:
@@ -248,14 +249,15 @@ def plan_table(proved: Proved, now: datetime) -> PlanTable:
     rule is the proof's), and the fresh ones as precise translation placed them — column by column."""
     table = PlanTable().add_rows(rows_from_precise(proved.fresh, "precise"))
     ages: dict[str, float] = {}
-    add = table.add
-    for (group, topic, partition), k in proved.reused.items():
-        age = ages.get(k.observed_at)
-        if age is None:
-            age = ages[k.observed_at] = round((now - k.proved_at).total_seconds(), 1)
-        add(group, k.source_topic, topic, partition, k.source_offset, k.target_offset, k.rule,
-            precise_offset=k.target_offset, basis_age_s=age)
-    return table
+    for k in proved.reused.values():
+        if k.observed_at not in ages:
+            ages[k.observed_at] = round((now - k.proved_at).total_seconds(), 1)
+    keys, kept = list(proved.reused), list(proved.reused.values())
+    offsets = [k.target_offset for k in kept]
+    return table.extend(group=[g for g, _, _ in keys], source_topic=[k.source_topic for k in kept],
+                        target_topic=[t for _, t, _ in keys], partition=[p for _, _, p in keys],
+                        source_offset=[k.source_offset for k in kept], offset=offsets, method=[k.rule for k in kept],
+                        precise_offset=offsets, basis_age_s=[ages[k.observed_at] for k in kept])
 
 
 def position_of(row: PartitionTranslation, now: datetime) -> GroupPosition | None:

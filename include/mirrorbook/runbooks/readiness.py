@@ -20,8 +20,10 @@ A fresh proof names the first proven copy of r, and no record or sync written la
 So a kept position is reused only while: the group's committed offset is still C; both topics are the ones it
 was proved on (their ids: not deleted and created again); the source still holds offsets from C (retention)
 and the target still holds P; neither topic is compacted (a compaction can delete r and make a later record
-the group's next); and it did not stand for the source's end (`aligned-end`, `both-empty`: the end moves).
-Not covered: a log truncated below its high watermark (unclean leader election), which rewrites offsets.
+the group's next); and, when it stood for the source's end (`aligned-end`, `both-empty`: the group had read
+everything), both ends are where they were — the source's at C (no offset since, so no record: the group still has
+nothing to read) and the target's at P (nothing copied or re-sent since: its last record still copies the source's
+last). Not covered: a log truncated below its high watermark (unclean leader election), which rewrites offsets.
 """
 
 from __future__ import annotations
@@ -98,15 +100,16 @@ def still_true(kept: Kept, committed: int, source: Marks, target: Marks, same_to
         return "not proven when kept"
     if kept.source_offset != committed:
         return "the group committed since"
-    if kept.rule.removeprefix("precise:") in END_RULES:
-        return "it stood for the source's end, which moves"
+    end = kept.rule.removeprefix("precise:") in END_RULES
+    if end and not (source.high == committed and target.high == kept.target_offset):
+        return "it stood for the source's end, which moved"
     if not same_topics:
         return "a topic was deleted and created again since"
     if compacted:
         return "a compacted topic (compaction can delete the record it names)"
     if committed < source.low:
         return "the source's log start passed the committed offset"
-    if not target.low <= kept.target_offset < target.high:
+    if not target.low <= kept.target_offset < target.high and not end:
         return "the target no longer holds the copy (retention)"
     return None
 

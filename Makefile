@@ -26,7 +26,7 @@ down:
 ## make lock: re-pin the full dependency set after changing requirements.txt
 lock:
 	python3 -m venv /tmp/mirrorbook-lock && /tmp/mirrorbook-lock/bin/pip install -q -r requirements.txt \
-	  && /tmp/mirrorbook-lock/bin/pip freeze --exclude-editable > requirements.lock && rm -rf /tmp/mirrorbook-lock
+	  && /tmp/mirrorbook-lock/bin/pip freeze --all --exclude-editable | grep -v '^pip==' > requirements.lock && rm -rf /tmp/mirrorbook-lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache

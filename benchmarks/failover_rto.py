@@ -29,7 +29,7 @@ scheduler_over_dag_test (scheduler / dag.test(), proofs off), and where the real
 trigger to the first task, in the tasks, and between them on the critical path. The proofs-off failover runs on two
 Airflows one after the other: with the scheduler loop's own settings (failover_rto_s_scheduler_defaults_off,
 scheduler_defaults_over_dag_test; the e2e server's environment otherwise, tests/e2e/airflow_server.py), with
-SCHEDULER_SETTINGS alone (_scheduler_sleep_*), and as the README recommends: SCHEDULER_SETTINGS and mirrorbook
+SCHEDULER_SETTINGS alone (_scheduler_sleep_*), and as docs/operating.md recommends: SCHEDULER_SETTINGS and mirrorbook
 preloaded in the scheduler (mirrorbook.airflow.preload; the _scheduler_* figures).
 
 With --secure the same scene is failed over on a plaintext stack and then on a secured one
@@ -59,20 +59,16 @@ REPO = Path(__file__).resolve().parents[1]
 STEPS = ("precheck", "translate_offsets", "write_offsets", "read_back_offsets", "stop_flow")
 GATES = ("wait_groups_inactive", "wait_replication_drained")
 PROOFS = ("group_parity", "record_parity")
-# The scheduler settings README.md recommends for a fast cutover ("Scheduler settings for a fast cutover"):
+# The scheduler settings docs/operating.md recommends for a fast cutover ("Scheduler settings for a fast cutover"):
 # --scheduler measures them against Airflow's own.
 SCHEDULER_SETTINGS = {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.1"}
 
 
 def failover_dag():
-    """mm2_failover as dag.test() can run it. dag.test() never evaluates RTO deadlines (the scheduler does), and
-    Airflow 3.3.2's looks them up by an id it never wrote when the run succeeds: run without them, as
-    tests/dags/conftest.py does."""
+    """mm2_failover as shipped (its dag.test() runs without the RTO deadlines only the scheduler evaluates)."""
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
-    dag.deadline = None
-    return dag
+    return DagBag(dag_folder=str(REPO / "dags")).get_dag("mm2_failover")
 
 
 def _airflow_env(home: Path, topology: Path) -> None:
@@ -211,9 +207,10 @@ def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) ->
     conns = json.loads(stack.connections_path.read_text())
     env.update({f"AIRFLOW_CONN_BENCH_{cid.upper()}": json.dumps(spec) for cid, spec in conns.items()
                 if spec.get("conn_type") != "spark_connect"})
-    base = {**env, **spark_env, "MIRRORBOOK_HEALTH_SCHEDULE": "none", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
-    # Airflow as it comes, then with the scheduler setting alone, then set up as the README recommends for a fast
-    # cutover (the setting, and mirrorbook preloaded in the scheduler), each on an Airflow of its own: each
+    base = {**env, **spark_env, "MIRRORBOOK_HEALTH_SCHEDULE": "none", "MIRRORBOOK_RPO_SAMPLER_SCHEDULE": "none",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
+    # Airflow as it comes, then with the scheduler setting alone, then set up as docs/operating.md recommends for a
+    # fast cutover (the setting, and mirrorbook preloaded in the scheduler), each on an Airflow of its own: each
     # recommendation's effect, measured in the same run.
     for label, settings, preload in (("scheduler_defaults", {}, False), ("scheduler_sleep", SCHEDULER_SETTINGS, False),
                                      ("scheduler", SCHEDULER_SETTINGS, True)):
@@ -245,7 +242,8 @@ def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) ->
         print(f"RESULT failover_rto_s_{k}={v:.2f} s")
     print(f"RESULT proof_rto_ratio={rtos['connect'] / rtos['off']:.2f}")
     print(f"RESULT proof_rto_ratio_scheduler={rtos['scheduler_connect'] / rtos['scheduler_off']:.2f}")
-    # Issue #13's names: the real scheduler's figure (set up as README recommends) beside dag.test()'s, proofs off.
+    # Issue #13's names: the real scheduler's figure (set up as docs/operating.md recommends) beside dag.test()'s,
+    # proofs off.
     print(f"RESULT failover_rto_s_scheduler={rtos['scheduler_off']:.2f} s")
     print(f"RESULT failover_rto_s_dag_test={rtos['off']:.2f} s")
     print(f"RESULT scheduler_over_dag_test={rtos['scheduler_off'] / rtos['off']:.2f}")

@@ -15,14 +15,24 @@ record (the workload's sequence number is the record's offset on A). Figures:
   unplanned_skips                 positions past the group's next record on B (must be 0)
   unplanned_reread_outside_bound  rows whose true re-read lies outside their stated bound (must be 0)
   unplanned_rpo_bound_over_truth  the RPO lower bound minus the true loss, when positive (must be 0)
+  unplanned_rpo_bound_g<N>        the failover's RPO lower bound (records), from the RPO sampler's newest sample
+  unplanned_rpo_truth_g<N>        the true loss: records on A at the kill that B never received
+  unplanned_rpo_estimate_g<N>     the failover's estimate beside the bound (rate x time from the sample to the loss)
+  unplanned_rpo_ratio_g<N>        bound / truth (target: >= 0.5 and <= 1; 1.00 when both are 0)
+  unplanned_rpo_sample_age_s_g<N> the sample's age when the source stopped answering the sampler
 
-Run: .venv/bin/python benchmarks/failover_unplanned.py [--sizes 100,1000]
+The RPO sampler (`runbooks/rpo_sampler.run_sampler`, what the mm2_rpo_sampler DAG's trigger runs) polls A and
+Connect every --poll-s from before the traffic until after the kill, in a thread beside it, keeping its newest
+sample in the audit store the failover reads.
+
+Run: .venv/bin/python benchmarks/failover_unplanned.py [--sizes 100,1000] [--poll-s 1.0]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime
 import random
 import sys
 import threading
@@ -48,6 +58,13 @@ def scene(stack, n_groups: int, rnd: random.Random) -> dict:
     topics = [f"dz-{i:03d}" for i in range(TOPICS)]
     admin.create_topics({t: PARTITIONS for t in topics})
     t0 = time.monotonic()
+    while True:  # on a busy machine the broker serves 600 new partitions well after their leaders are known
+        try:
+            admin.high_watermarks([TP(t, p) for t in topics for p in range(PARTITIONS)])
+            break
+        except Exception:
+            if time.monotonic() - t0 > 180:
+                raise
     produce(a, topics, RECORDS, admin=admin)
     print(f"  produced {TOPICS * PARTITIONS * RECORDS} records in {time.monotonic() - t0:.1f}s")
     groups: dict[str, dict[TP, int]] = {}
@@ -103,7 +120,27 @@ class Traffic:
             time.sleep(1.0)
 
 
-def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
+class Sampling:
+    """The RPO sampler in a thread of its own, as the triggerer runs it: its own event loop, its own clients."""
+
+    def __init__(self, topo, flow, poll_s: float, seconds: float) -> None:
+        from mirrorbook.audit import AuditStore
+        from mirrorbook.clients import Clients, TopologyResolver
+        from mirrorbook.runbooks.rpo_sampler import run_sampler
+
+        self.done = None
+        clients, audit = Clients(TopologyResolver(topo)), AuditStore.from_env()
+
+        def run() -> None:
+            import asyncio
+
+            self.done = asyncio.run(run_sampler(clients, [flow], audit, duration_s=seconds, poll_s=poll_s))
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+
+def run_size(n_groups: int, rnd: random.Random, poll_s: float) -> dict[str, float]:
     with throwaway_stack(f"mb-unplanned-{n_groups}-", checkpoint_interval_s=5, refresh_topics_interval_s=5,
                          refresh_groups_interval_s=5, offset_lag_max=100) as (work, stack):
         from mirrorbook.audit import AuditStore
@@ -147,12 +184,15 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
         ready = health.flows[0].readiness
         print(f"  health check with readiness in {time.monotonic() - t0:.1f}s: {ready.positions} positions "
               f"({ready.exact} exact) of {ready.group_partitions}")
+        sampling = Sampling(topo, flow, poll_s, TRAFFIC_S + 10)
         traffic = Traffic(a, sc["topics"], sc["groups"], rnd, TRAFFIC_S, lambda: stack.stop_cluster("A", kill=True))
         traffic.thread.start()
         traffic.thread.join(TRAFFIC_S + 120)
         assert traffic.truth is not None, "the traffic thread did not reach the kill"
         committed, a_end = traffic.truth
         print(f"  A killed after {TRAFFIC_S:.0f}s of traffic")
+        sampling.thread.join(60)
+        print(f"  RPO sampler: {sampling.done}")
 
         dag = failover_dag()
         conf = {**dag.params.dump(), "flow": "A->B", "mode": "unplanned", "groups": "dz-g.*", "parity": "off",
@@ -187,24 +227,40 @@ def run_size(n_groups: int, rnd: random.Random) -> dict[str, float]:
                     odd.append(f"{g} {tp} committed {c}: true next on B {true_next}, row {r}")
         lost = sum(a_end[tp] - (max(seq_at[remote[tp]], default=-1) + 1) for tp in remote)
         rpo = rep.get("rpo") or {}
-        print(f"  plan: {rep['plan']}; RPO lower bound {rpo.get('records')} vs true loss {lost}")
+        bound, estimate = rpo.get("records") or 0, (rpo.get("estimate") or {}).get("records")
+        kept = audit.replication_sample("A->B")
+        lost_at = kept.metrics.get("unreachable_since") if kept else None
+        age = ((datetime.fromisoformat(lost_at) - kept.observed_at).total_seconds() if lost_at else None)
+        print(f"  plan: {rep['plan']}; RPO lower bound {bound} vs true loss {lost}; estimate {estimate}; "
+              f"sample {rpo.get('sample_source')} at {rpo.get('sampled_at')}, {age}s before A stopped answering")
+        print(f"  RPO basis: {rpo.get('basis')}")
         for line in odd[:10]:
             print(f"  WRONG: {line}")
         return {f"unplanned_rto_s_g{n_groups}": rep["rto_s"], "rows_without_position": missing, "skips": skips,
-                "outside": outside, "rpo_over": max(0, (rpo.get("records") or 0) - lost)}
+                "outside": outside, "rpo_over": max(0, bound - lost),
+                "rpo": {"bound": bound, "truth": lost, "estimate": estimate, "age": age, "n": n_groups}}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,1000")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--poll-s", type=float, default=1.0, help="the RPO sampler's poll interval (its DAG's default: 1)")
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    results = [run_size(int(n), rnd) for n in args.sizes.split(",")]
+    results = [run_size(int(n), rnd, args.poll_s) for n in args.sizes.split(",")]
     for r in results:
         for k, v in r.items():
             if k.startswith("unplanned_rto_s"):
                 print(f"RESULT {k}={v:.2f} s")
+    for r in results:
+        f, n = r["rpo"], r["rpo"]["n"]
+        ratio = f["bound"] / f["truth"] if f["truth"] else (1.0 if f["bound"] == 0 else float("inf"))
+        print(f"RESULT unplanned_rpo_bound_g{n}={f['bound']} records")
+        print(f"RESULT unplanned_rpo_truth_g{n}={f['truth']} records")
+        print(f"RESULT unplanned_rpo_estimate_g{n}={f['estimate']} records")
+        print(f"RESULT unplanned_rpo_ratio_g{n}={ratio:.2f} ratio")
+        print(f"RESULT unplanned_rpo_sample_age_s_g{n}={f['age'] if f['age'] is not None else float('nan'):.2f} s")
     print(f"RESULT unplanned_rows_without_position={sum(r['rows_without_position'] for r in results)}")
     print(f"RESULT unplanned_skips={sum(r['skips'] for r in results)}")
     print(f"RESULT unplanned_reread_outside_bound={sum(r['outside'] for r in results)}")

@@ -1,7 +1,7 @@
 """Renders the secured docker-compose deployment's files (docker-compose.secure.yml's one-shot `secure-init`).
 
 What `mirrorbook devstack up --secure` makes, made by the same code (`mirrorbook.devstack.security` and
-`mirrorbook.devstack.config`, with compose's addresses from include/topology.yaml and docker/render_configs.py's
+`mirrorbook.devstack.config`, with compose's addresses from include/mirrorbook/topology.yaml and docker/render_configs.py's
 MM2 settings), into the secrets volume — never into the repository: a throwaway CA and one certificate for the
 compose service names, the SCRAM users (`kafka-storage format … @scram.args`), the brokers' and workers'
 properties, the MM2 connector bodies, a client config of the super user for kafka-init, the basic-auth

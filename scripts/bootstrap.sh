@@ -42,16 +42,10 @@ if [[ $WITH_TEST -eq 1 ]]; then
 fi
 
 stamp="$VENV/.mirrorbook-installed"
-want="$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
+want="$(cat requirements.lock pyproject.toml setup.py | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   say "creating the virtualenv $VENV from requirements.lock"
-  [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r requirements.lock
-  # apache-airflow-providers-apache-spark requires pyspark-client, which ships its own copy of the
-  # `pyspark` package (4.2.0) and overwrites pyspark 4.3.0's files. Put pyspark 4.3.0's back.
-  pyspark_pin=$(grep -E '^pyspark==' requirements.lock)
-  "$VENV/bin/pip" install -q --no-deps --force-reinstall "$pyspark_pin"
+  scripts/install-lock.sh "$VENV"
   "$VENV/bin/pip" install -q --no-deps -e .
   "$VENV/bin/pip" check
   echo "$want" > "$stamp"

@@ -11,7 +11,11 @@ classifies every row:
               an expected row on that cluster, or matching --scope-group-regex)
 
 reference = true_offset when known (the proven position of the record the group reads next),
-else expected_offset. With --as-written the expected offsets are what a runbook wrote, not the truth,
+else expected_offset. n is a difference of committed offsets: in records only where every offset between holds
+one. On a target whose offsets are not all records — MM2 with exactly-once source support writes transaction
+markers there, and its default source consumer copies aborted records — the records a group re-reads or skips
+are record_parity's to count (it reads both clusters and counts neither markers nor aborted records); the
+runbooks run this job --as-written, where n is only how far a committed offset moved. With --as-written the expected offsets are what a runbook wrote, not the truth,
 and nothing here is taken as the reference:
 
   AS-WRITTEN  actual == expected: still committed where written (the truth is the record proof's to

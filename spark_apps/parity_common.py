@@ -78,6 +78,7 @@ RANGES = _schema(                     # one row per partition pair to compare; o
     ("target_partition", I, False),
     ("target_start", L, True),
     ("target_end", L, True),
+    ("source_stable_end", L, True),   # set: the source partition carries transactions (its last stable offset)
 )
 BOUNDARIES = _schema(                 # where a group stops on the source (C) and resumes on the target (T)
     ("group", S, False),

@@ -21,6 +21,14 @@ in ms), nulls distinct from empty. Per partition pair (source topic-partition ->
                   apart, never OK). The plan's offset is carried as plan_offset and a difference
                   flagged, never used as the reference.
 
+Transactions: a source partition that carries them (its range has `source_stable_end`: the last stable offset
+when the proof was prepared) is also read `read_committed` up to there, and its records missing from that view
+are its aborted records. Transaction markers are never records (no consumer is given one); aborted records are
+not data: MirrorMaker 2's default source consumer copies them (read_uncommitted) and one configured
+read_committed does not, so an aborted record is never MISSING, its copy is never EXTRA, and neither counts as a
+record a group re-reads or skips, nor as the record it reads next. With --checksums-only there is no matching:
+every data record counts, aborted ones included (what MM2's default source consumer copies).
+
 The work is sized to the data: each side is read once (one Kafka scan per cluster), every row goes
 through one shuffle by partition pair (as many tasks as pairs), the records are matched with one
 sort within each pair, and each boundary is placed among its pair's records by one more sort — a
@@ -137,7 +145,8 @@ def load_pairs(spark: SparkSession, args: argparse.Namespace, io: pc.Files) -> l
         if any(p["source_topic"] == src and p["target_topic"] == tgt for p in pairs):
             raise pc.InputError(f"--topic {spec} repeats a pair of {src} -> {tgt} (whole topics, or in --ranges)")
         pairs.append({"source_topic": src, "target_topic": tgt, "source_partition": None, "target_partition": None,
-                      "source_start": None, "source_end": None, "target_start": None, "target_end": None})
+                      "source_start": None, "source_end": None, "target_start": None, "target_end": None,
+                      "source_stable_end": None})
     for p in pairs:
         for side in ("source", "target"):
             s, e = p[f"{side}_start"], p[f"{side}_end"]
@@ -244,15 +253,41 @@ def pid_col(p: DataFrame, partition: Column) -> Column:
 
 def read_side(spark: SparkSession, opts: dict[str, str], pairs: list[dict[str, Any]], p: DataFrame,
               side: str) -> DataFrame:
-    """One side's records in the pairs' ranges, each tagged with its pair: read once, in one scan."""
+    """One side's records in the pairs' ranges, each tagged with its pair: read once, in one scan. Source records of
+    a pair with transactions are marked `aborted` when the committed view below its stable end lacks them."""
     r = content_hash(read_topics(spark, opts, read_plan(pairs, side))).alias("r")
     cond = ((F.col("r.topic") == p[f"{side}_topic"])
             & (p[f"{side}_partition"].isNull() | (F.col("r.partition") == p[f"{side}_partition"]))
             & (p[f"{side}_start"].isNull() | (F.col("r.offset") >= p[f"{side}_start"]))
             & (p[f"{side}_end"].isNull() | (F.col("r.offset") < p[f"{side}_end"])))
-    return r.join(F.broadcast(p), cond, "inner").select(
+    tagged = r.join(F.broadcast(p), cond, "inner")
+    aborted = F.lit(False)
+    committed_plan = read_plan(committed_view(pairs), side) if side == "source" else {}
+    if committed_plan:
+        committed = read_topics(spark, {**opts, "kafka.isolation.level": "read_committed"}, committed_plan).select(
+            F.col("topic").alias("c_topic"), F.col("partition").alias("c_partition"),
+            F.col("offset").alias("c_offset"))
+        tagged = tagged.join(committed, (F.col("r.topic") == F.col("c_topic"))
+                             & (F.col("r.partition") == F.col("c_partition"))
+                             & (F.col("r.offset") == F.col("c_offset")), "left")
+        aborted = (p["source_stable_end"].isNotNull() & (F.col("r.offset") < p["source_stable_end"])
+                   & F.col("c_offset").isNull())
+    return tagged.select(
         pid_col(p, F.col("r.partition")).alias("pid"), F.lit(SOURCE if side == "source" else TARGET).alias("kind"),
-        F.col("r.offset").alias("off"), "r.hash", "r.h64", "r.key_preview")
+        F.col("r.offset").alias("off"), "r.hash", "r.h64", "r.key_preview", aborted.alias("aborted"))
+
+
+def committed_view(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pairs with transactions, their source ranges ending at the stable end: what is read read_committed."""
+    out = []
+    for p in pairs:
+        stable = p.get("source_stable_end")
+        if stable is None or p["source_partition"] is None:
+            continue
+        end = stable if p["source_end"] is None else min(stable, p["source_end"])
+        if p["source_start"] is None or end > p["source_start"]:
+            out.append({**p, "source_end": end})
+    return out
 
 
 def covered(b: DataFrame, pairs: DataFrame) -> Column:
@@ -286,7 +321,8 @@ def stream(spark: SparkSession, pairs: list[dict[str, Any]], p: DataFrame, src: 
     b_type = StructType([StructField(c, t, True) for c, t in
                          [(f.name, f.dataType) for f in pc.BOUNDARIES.fields if f.name in BOUNDARY_FIELDS]
                          + [("covered", BooleanType())]])
-    records = [("off", LongType()), ("hash", StringType()), ("h64", LongType()), ("key_preview", StringType())]
+    records = [("off", LongType()), ("hash", StringType()), ("h64", LongType()), ("key_preview", StringType()),
+               ("aborted", BooleanType())]
     nulls = lambda cols: [F.lit(None).cast(t).alias(c) for c, t in cols]  # noqa: E731
     rows = src.unionByName(tgt).select("pid", "kind", F.col("kind").alias("axis"), *[c for c, _ in records],
                                        *nulls([("b", b_type)]))
@@ -305,17 +341,22 @@ def match(rows: DataFrame) -> DataFrame:
     """Records paired by (hash, n-th occurrence) within their pair, in one sort: the records of one
     content meet in a window, source ones first, each side in offset order; the k-th source record's
     copy is the k-th target record. A source row gets its copy's target offset (`t_copy`; null: MISSING),
-    a target row learns whether a source record has its content and occurrence (`copied`; false: EXTRA)."""
+    a target row learns whether a source record has its content and occurrence (`copied`; false: EXTRA).
+    `junk`: an aborted source record, or a target record that is its copy — matched, never counted."""
     same = Window.partitionBy("pid", "hash").orderBy("kind", "off")
     whole = same.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     is_src = F.col("kind") == SOURCE
     rows = rows.select("*", F.row_number().over(same).alias("_n"),
                        F.sum(is_src.cast("int")).over(whole).cast("int").alias("_sources"),
-                       F.collect_list(F.when(F.col("kind") == TARGET, F.col("off"))).over(whole).alias("_copies"))
+                       F.collect_list(F.when(F.col("kind") == TARGET, F.col("off"))).over(whole).alias("_copies"),
+                       F.collect_list(F.when(is_src, F.coalesce("aborted", F.lit(False)))).over(whole)
+                       .alias("_aborted"))
     occ = F.when(is_src, F.col("_n")).otherwise(F.col("_n") - F.col("_sources")).cast("int")  # 1-based, per side
+    copied = (F.col("kind") == TARGET) & (occ <= F.col("_sources"))
     return rows.select(*[c for c in rows.columns if not c.startswith("_")],
-                       F.when(is_src, F.try_element_at("_copies", occ)).alias("t_copy"),
-                       ((F.col("kind") == TARGET) & (occ <= F.col("_sources"))).alias("copied"))
+                       F.when(is_src, F.try_element_at("_copies", occ)).alias("t_copy"), copied.alias("copied"),
+                       F.coalesce(F.when(is_src, F.col("aborted")).when(copied, F.try_element_at("_aborted", occ)),
+                                  F.lit(False)).alias("junk"))
 
 
 def walk(m: DataFrame) -> DataFrame:
@@ -331,11 +372,13 @@ def walk(m: DataFrame) -> DataFrame:
     successor's copy lies below its own copy."""
     kind, axis = F.col("kind"), F.col("axis")
     record = kind.isin(SOURCE, TARGET)
+    junk = F.coalesce(F.col("junk"), F.lit(False))  # aborted records and their copies: matched, never counted
     m = m.select(
         "*", F.when(record, F.col("off")).when(axis == SOURCE, F.col("b.source_committed"))
         .otherwise(F.col("b.target_offset")).alias("at"),
-        ((kind == SOURCE) & F.col("t_copy").isNotNull()).alias("matched"),
-        (((kind == SOURCE) & F.col("t_copy").isNull()) | ((kind == TARGET) & ~F.col("copied"))).alias("lost"),
+        ((kind == SOURCE) & F.col("t_copy").isNotNull() & ~junk).alias("matched"),
+        (((kind == SOURCE) & F.col("t_copy").isNull() & ~junk) | ((kind == TARGET) & ~F.col("copied"))).alias("lost"),
+        (record & ~junk).alias("counted"),
         (kind == BOUNDARY).cast("int").alias("boundary_last"))  # at equal offsets a boundary sees the record
     count = lambda c: F.sum((F.col(c) if isinstance(c, str) else c).cast("long"))  # noqa: E731
     # Every figure in one select over one window: one sort (a select per figure would sort again).
@@ -344,10 +387,11 @@ def walk(m: DataFrame) -> DataFrame:
     successor = F.struct(F.col("off").alias("source_offset"), F.col("t_copy").alias("target_offset"), "hash",
                          "key_preview")
     m = m.select(
-        "*", count(F.col("matched") | F.col("copied")).over(seen).alias("ge"), count("lost").over(seen).alias("lost_ge"),
+        "*", count(F.col("matched") | (F.col("copied") & F.col("counted"))).over(seen).alias("ge"),
+        count("lost").over(seen).alias("lost_ge"),
         F.min(F.when(F.col("matched"), F.col("t_copy"))).over(seen).alias("true_offset"),
-        F.last(F.when(record, F.struct(F.col("off").alias("offset"), "hash", "key_preview")), True).over(seen)
-        .alias("nearest"),
+        F.last(F.when(F.col("counted"), F.struct(F.col("off").alias("offset"), "hash", "key_preview")), True)
+        .over(seen).alias("nearest"),
         F.last(F.when(F.col("matched"), successor), True).over(w.rowsBetween(Window.unboundedPreceding, -1))
         .alias("successor"))
     return m.withColumn("order_violation", F.coalesce(F.col("matched") & (F.col("successor.target_offset")
@@ -410,7 +454,13 @@ def judge(rows: DataFrame, args: argparse.Namespace) -> DataFrame:
         F.bit_xor(F.when(cond, F.col("h64"))).alias(f"{name}_xor"),
         F.min(F.when(cond, F.col("off"))).alias(f"{name}_first_offset"),
         F.max(F.when(cond, F.col("off"))).alias(f"{name}_last_offset")]
-    figures = side(is_src, "source") + side(is_tgt, "target")
+    # Matched, the source side is the records the target must hold: every committed record and the aborted ones
+    # MM2 copied (its default source consumer reads uncommitted; one configured read_committed copies none).
+    needed = is_src if args.checksums_only else is_src & ~(F.col("junk") & F.col("t_copy").isNull())
+    figures = side(needed, "source") + side(is_tgt, "target")
+    if not args.checksums_only:
+        figures += [count(is_src & F.col("junk")).alias("aborted"),
+                    count(is_tgt & F.col("junk")).alias("aborted_copies")]
     if not args.checksums_only:
         marker = lambda axis: F.when((F.col("kind") == BOUNDARY) & (F.col("axis") == axis), F.struct(  # noqa: E731
             "b", "ge", "lost_ge", "nearest", "true_offset"))
@@ -517,7 +567,8 @@ def summarize(args: argparse.Namespace, tables: dict[str, tuple[list[dict[str, A
     limit = args.max_listed
     pairs = tables["pairs"][0]
     sums = ["source_records", "target_records"] + ([] if args.checksums_only else
-                                                   ["matched", "missing", "extra", "order_violations"])
+                                                   ["matched", "missing", "extra", "order_violations", "aborted",
+                                                    "aborted_copies"])
     totals = {"pairs": len(pairs), **{c: sum(int(r[c] or 0) for r in pairs) for c in sums},
               "checksum_mismatches": sum(1 for r in pairs if not r["checksum_equal"]),
               "failed_pairs": sum(1 for r in pairs if r["failed"])}

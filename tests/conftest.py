@@ -14,17 +14,21 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
 from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.connect.client import ConnectClient, ConnectSettings
+from mirrorbook.connections import FileSource, Lookup
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.topology import Topology
+
+if TYPE_CHECKING:
+    from tests.install import Background, Installed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,6 +48,33 @@ def pytest_configure(config: pytest.Config) -> None:
     # SparkSubmitOperator runs `spark-submit` from PATH: the venv's (pyspark's), on local[2].
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = '{"conn_type": "spark", "host": "local[2]"}'
+
+
+INSTALL: dict[str, "Background"] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start installing the wheel (tests/install.py) in the background as soon as a collected test needs it."""
+    if any("installed" in getattr(item, "fixturenames", ()) for item in session.items):
+        import tempfile
+
+        from tests.install import Background
+
+        INSTALL["session"] = Background(Path(tempfile.mkdtemp(prefix="mirrorbook-installed-"))).start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "session" in INSTALL:
+        import shutil
+
+        shutil.rmtree(INSTALL.pop("session").into, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def installed() -> "Installed":
+    """mirrorbook built into a wheel and installed into a fresh venv outside the checkout, its DAG folder written
+    by `mirrorbook dags install` (tests/install.py)."""
+    return INSTALL["session"].result()
 
 
 TEST_MM2 = Mm2Settings(checkpoint_interval_s=2, refresh_topics_interval_s=2, refresh_groups_interval_s=2,
@@ -121,8 +152,9 @@ def serving_pems(stack: DevStack, into: Path) -> tuple[str, str]:
 
 def stack_clients(stack: DevStack) -> Clients:
     """Clients for a stack as the CLI sees it: its topology file through the connections file beside it (on a
-    secured stack, the `mirrorbook` principal and Connect's basic-auth user)."""
-    return cli_clients(str(stack.topology_path))
+    secured stack, the `mirrorbook` principal and Connect's basic-auth user) — that file only: the AIRFLOW_CONN_*
+    variables a test set may be another stack's."""
+    return cli_clients(str(stack.topology_path), lookup=Lookup([FileSource(stack.connections_path)]))
 
 
 @dataclass(frozen=True)

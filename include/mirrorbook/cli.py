@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+import mirrorbook
 from mirrorbook.errors import MirrorbookError
 
 
@@ -16,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="mirrorbook", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {mirrorbook.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     devstack_cli.register(sub)
     __import__("mirrorbook.mm2.cli", fromlist=["register"]).register(sub)  # mirrorbook translate
@@ -24,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("mirrorbook.demo", fromlist=["register"]).register(sub)  # mirrorbook demo
     __import__("mirrorbook.trigger", fromlist=["register"]).register(sub)  # mirrorbook trigger
     __import__("mirrorbook.reports.drill_cli", fromlist=["register"]).register(sub)  # mirrorbook drill
+    __import__("mirrorbook.dag_files", fromlist=["register"]).register(sub)  # mirrorbook dags
     return parser
 
 

@@ -1,9 +1,10 @@
 """Where the clients for a topology's clusters come from.
 
-A `Resolver` turns topology aliases into client settings. The CLI and tests use the addresses
-written in the topology file (`TopologyResolver`); under Airflow, `mirrorbook.airflow.hooks` resolves
-the same aliases through Airflow connections. Everything above this module asks a resolver, never
-a file or a connection directly.
+A `Resolver` turns topology aliases into client settings. Under Airflow, `mirrorbook.airflow.hooks` resolves
+them through Airflow connections; the CLI through `LookupResolver` — the connection ids found as Airflow finds
+them (`mirrorbook.connections`: AIRFLOW_CONN_<ID>, Airflow's own lookup where it is installed, the connections
+file) — and either falls back to the addresses written in the topology file (`TopologyResolver`). Everything
+above this module asks a resolver, never a file or a connection directly.
 
 `Clients.per_pass()` is the view one pass over many flows uses (the health check): one admin per
 Kafka cluster, whichever aliases name it, and one topic listing each.
@@ -18,11 +19,15 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 from mirrorbook.connect import AsyncConnectClient, ConnectClient, ConnectSettings
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.redaction import get_logger
 from mirrorbook.topology import FlowSpec, Topology
 
 
 if TYPE_CHECKING:
+    from mirrorbook.connections import Lookup
     from mirrorbook.replication import ReplicationBackend
+
+log = get_logger(__name__)
 
 class Resolver(Protocol):
     topology: Topology
@@ -34,7 +39,8 @@ class Resolver(Protocol):
 
 class TopologyResolver:
     """Addresses straight from the topology file (`bootstrap_servers`, `url`) — or, for an id `_connection`
-    finds (Airflow's connections, a connections file), that connection's settings."""
+    finds (Airflow's connections, the CLI's lookup), that connection's settings: a connection wins over the
+    topology's address."""
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
@@ -43,9 +49,21 @@ class TopologyResolver:
         """The connection named `conn_id`, or None: here never (subclasses look connections up)."""
         return None
 
+    def looked_in(self, conn_id: str) -> str:
+        """Where `_connection` looks for `conn_id`, in its order (for the message when nothing defines it)."""
+        return "Airflow's connections"
+
     def connect_settings(self, connect_alias: str) -> ConnectSettings:
         spec = self.topology.connect_clusters.get(connect_alias)
         return self.connect_settings_from(connect_alias, self._connection(spec.connection_id) if spec else None)
+
+    def _undefined(self, what: str, alias: str, field: str, conn_id: str | None) -> MirrorbookError:
+        if conn_id is None:
+            return MirrorbookError(f"{what} {alias!r} is not in the topology")
+        return MirrorbookError(f"{what} {alias!r} has no {field} in the topology, and its connection {conn_id!r} is "
+                               f"defined nowhere: looked in {self.looked_in(conn_id)}",
+                               f"define the connection {conn_id!r} in one of those places, or add `{field}:` to the "
+                               "topology")
 
     def connect_settings_from(self, connect_alias: str, conn: Any | None) -> ConnectSettings:
         """The alias's settings from its connection (looked up already), or from the topology's url."""
@@ -55,10 +73,7 @@ class TopologyResolver:
 
             return settings_from_connection(conn).model_copy(update={"name": connect_alias})
         if spec is None or not spec.url:
-            raise MirrorbookError(f"Connect cluster {connect_alias!r} has no url in the topology",
-                                  "add `url:` to it, or define its connection "
-                                  f"{spec.connection_id if spec else '?'!r} (in Airflow, or in the connections "
-                                  "file the CLI reads)")
+            raise self._undefined("Connect cluster", connect_alias, "url", spec.connection_id if spec else None)
         return ConnectSettings(url=spec.url, name=connect_alias)
 
     def kafka_config(self, cluster_alias: str) -> dict[str, Any]:
@@ -69,38 +84,52 @@ class TopologyResolver:
         """The alias's client config from its connection's extra (looked up already), or the topology's address."""
         spec = self.topology.clusters.get(cluster_alias)
         if conn is not None and spec is not None:
-            config = dict(conn.extra_dejson)
-            if "bootstrap.servers" not in config:
-                raise ValueError(f"Connection {spec.connection_id!r} (kafka) has no bootstrap.servers in its extra")
-            return config
+            from mirrorbook.connections import kafka_config_from_connection
+
+            return kafka_config_from_connection(conn)
         if spec is None or not spec.bootstrap_servers:
-            raise MirrorbookError(f"Kafka cluster {cluster_alias!r} has no bootstrap_servers in the topology",
-                                  "add `bootstrap_servers:` to it, or define its connection "
-                                  f"{spec.connection_id if spec else '?'!r} (in Airflow, or in the connections "
-                                  "file the CLI reads)")
+            raise self._undefined("Kafka cluster", cluster_alias, "bootstrap_servers",
+                                  spec.connection_id if spec else None)
         return {"bootstrap.servers": spec.bootstrap_servers}
 
 
-class FileResolver(TopologyResolver):
-    """The CLI's: a topology's connection ids through a connections file (`mirrorbook.connections`), falling
-    back to the topology's addresses."""
+class LookupResolver(TopologyResolver):
+    """The CLI's: a topology's connection ids through a `connections.Lookup` (AIRFLOW_CONN_<ID>, Airflow's own
+    lookup, the connections file — see `mirrorbook.connections`), falling back to the topology's addresses."""
 
-    def __init__(self, topology: Topology, connections: Mapping[str, Any]) -> None:
+    def __init__(self, topology: Topology, lookup: "Lookup") -> None:
         super().__init__(topology)
-        self.connections = dict(connections)
+        self.lookup = lookup
 
     def _connection(self, conn_id: str) -> Any | None:
-        return self.connections.get(conn_id)
+        found = self.lookup.get(conn_id)
+        if found is not None:  # which of the places it came from (`-v`): the one to fix when a cluster refuses it
+            log.info("connection %r: from %s", conn_id, getattr(found, "origin", "") or "the connections given")
+        return found
+
+    def looked_in(self, conn_id: str) -> str:
+        return self.lookup.searched(conn_id)
 
 
-def cli_clients(topology_path: str | None = None, topology: Topology | None = None) -> "Clients":
-    """Clients for a CLI command: the topology file (or `topology`, read from it already) and the connections
-    file beside it or named by $MIRRORBOOK_CONNECTIONS."""
-    from mirrorbook.connections import connections_for
+class FileResolver(LookupResolver):
+    """Connections at hand (a connections file's, read already), falling back to the topology's addresses."""
+
+    def __init__(self, topology: Topology, connections: Mapping[str, Any]) -> None:
+        from mirrorbook.connections import Lookup, MappingSource
+
+        super().__init__(topology, Lookup([MappingSource(connections)]))
+
+
+def cli_clients(topology_path: str | None = None, topology: Topology | None = None,
+                lookup: "Lookup | None" = None) -> "Clients":
+    """Clients for a CLI command: the topology file (or `topology`, read from it already), its connection ids
+    resolved through `lookup` — by default the CLI's (`connections.cli_lookup`: AIRFLOW_CONN_<ID>, Airflow's
+    own lookup where installed and configured, the connections file)."""
+    from mirrorbook.connections import cli_lookup
     from mirrorbook.topology import load_topology
 
     topo = topology if topology is not None else load_topology(topology_path)
-    return Clients(FileResolver(topo, connections_for(topology_path)))
+    return Clients(LookupResolver(topo, lookup if lookup is not None else cli_lookup(topology_path)))
 
 
 class Clients:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from mirrorbook.clients import Clients, cli_clients
+from mirrorbook.connections import FileSource, Lookup
 from mirrorbook.devstack import spark
 from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.stack import DevStack
@@ -101,9 +102,10 @@ def run_demo(run_dir: Path, workload: Workload, *, timeout_s: float = 180.0, def
     stack = DevStack(run_dir)
     topology = start_stack(stack)
     flow = topology.flow("A->B")
-    # The stack's topology file through its connections, as the CLI reads them: on a secured stack
-    # (`devstack up --secure`) the `mirrorbook` principal; the workload is the `app` principal's.
-    clients = cli_clients(str(stack.topology_path), topology)
+    # The stack's topology file through the connections it wrote — its own, whatever AIRFLOW_CONN_* the shell holds
+    # (another estate's): on a secured stack (`devstack up --secure`) the `mirrorbook` principal; the workload is
+    # the `app` principal's.
+    clients = cli_clients(str(stack.topology_path), topology, Lookup([FileSource(stack.connections_path)]))
     report = load_workload(clients, flow, workload, stack.require().kafka_config(flow.source, "app"))
     deadline = time.monotonic() + timeout_s
     statuses = wait_caught_up(clients, flow, workload, deadline, run_dir)

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 
 class MirrorbookError(Exception):
-    """An error an operator can act on. `hint` names the fix (a command, a setting)."""
+    """An error an operator can act on. `hint` names the fix (a command, a setting). `changed`: what the task that
+    failed with it had already changed (set by the runbook engine) — said right after the error, before the fix."""
+
+    changed: str | None = None
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
 
+    def told(self, head: str) -> str:
+        """`head` (the error in one line), then what had already changed, then the fix."""
+        changed = f"\n  {ALREADY_CHANGED}: {self.changed}" if self.changed else ""
+        return f"{head}{changed}\n  fix: {self.hint}" if self.hint else f"{head}{changed}"
+
     def __str__(self) -> str:
-        return f"{self.message}\n  fix: {self.hint}" if self.hint else self.message
+        return self.told(self.message)
+
+
+ALREADY_CHANGED = "before it failed, it had already changed"
 
 
 class Refused(MirrorbookError):

@@ -7,7 +7,8 @@ when the dashboards are looked at).
 no metric object outlives a request and nothing is registered process-wide.
 
 Series (per flow, labels `flow` and more):
-- `mirrorbook_flow_state{state}` — one-hot over the KIP-1144 states, `UNKNOWN` until the health check sampled it;
+- `mirrorbook_flow_state{state}` — one-hot over the KIP-1144 states and `UNKNOWN`: not sampled yet, or the last
+  check could not read the flow's connectors (mm2/flows.py);
 - `mirrorbook_flow_replication_lag_records{topic,partition}` and `mirrorbook_flow_replication_lag_max_records`;
 - `mirrorbook_flow_heartbeat_age_seconds` (+Inf: no heartbeat within the check's lookback);
 - `mirrorbook_flow_checkpoint_age_seconds{group}` (groups MM2 checkpointed) and `..._max_seconds`;
@@ -30,6 +31,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from mirrorbook.audit import AuditStore, MetricsSample
+from mirrorbook.mm2.flows import FlowState
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.runbooks.health.loss import FlowLoss
 from mirrorbook.runbooks.health.params import FLOW_STATES
@@ -37,7 +39,7 @@ from mirrorbook.runbooks.health.results import latest_sample
 from mirrorbook.runbooks.rpo import record_kind
 from mirrorbook.topology import FlowSpec, Topology
 
-UNKNOWN = "UNKNOWN"
+UNKNOWN = FlowState.UNKNOWN.value  # also what a flow is before its first sample
 # The runbooks whose reports measure an RTO: their artifact kind -> the DAG that wrote it.
 RTO_REPORTS = {"failover-report": "mm2_failover", "failback-report": "mm2_failback", "drill-report": "dr_drill"}
 
@@ -49,9 +51,11 @@ def _number(value: Any) -> float | None:
 # Every family a scrape serves, made up front so each appears (with its HELP) even before it has samples.
 FAMILIES: list[tuple[str, str, str, list[str]]] = [
     ("gauge", "mirrorbook_flow_state", "The flow's KIP-1144 state at the last health check (1 for the state it is in; "
-     "UNKNOWN: never sampled)", ["flow", "source", "target", "state"]),
-    ("gauge", "mirrorbook_flow_replication_lag_records", "Records of a source partition not replicated yet (source "
-     "high watermark - the source connector's next offset)", ["flow", "topic", "partition"]),
+     "UNKNOWN: never sampled, or its connectors could not be read)", ["flow", "source", "target", "state"]),
+    ("gauge", "mirrorbook_flow_replication_lag_records", "Records of a source partition not replicated yet, in "
+     "source offsets from the source connector's next offset to the high watermark, counted as records (transaction "
+     "markers and aborted records are not; at most this many where the range was not read whole)",
+     ["flow", "topic", "partition"]),
     ("gauge", "mirrorbook_flow_replication_lag_max_records", "The largest replication lag of any partition of the "
      "flow", ["flow"]),
     ("gauge", "mirrorbook_flow_heartbeat_age_seconds", "Age of the newest MM2 heartbeat of the flow on its target "

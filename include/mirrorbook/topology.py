@@ -216,10 +216,11 @@ class Topology(_Strict):
 
 
 def default_path() -> Path:
+    """$MIRRORBOOK_TOPOLOGY, else the example shipped in the package (docker-compose's estate)."""
     env = os.environ.get("MIRRORBOOK_TOPOLOGY")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[1] / "topology.yaml"
+    return Path(__file__).resolve().parent / "topology.yaml"
 
 
 def load_topology(path: str | Path | None = None) -> Topology:

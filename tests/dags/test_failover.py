@@ -31,7 +31,7 @@ from mirrorbook.audit.anchors import check_store
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import reached, wait_for
 from mirrorbook.devstack.stack import DevStack
-from mirrorbook.devstack.workload import GroupSpec, load, park_groups, produce
+from mirrorbook.devstack.workload import TXN_HEADER, GroupSpec, load, park_groups, produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
@@ -490,6 +490,83 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     assert all(r["target_start"] == 11 for r in ranges), ranges  # A's topic mirrored from offset 0
 
 
+TXN = 5  # records per transaction and partition; every transaction ends with its marker: TXN + 1 offsets
+
+
+def _txn_copies(b: dict, tp: TP) -> list[tuple[int, int, bool]]:
+    """B's copies on `tp` as (offset, seq, committed): MM2's default source consumer copies aborted records too,
+    as plain records (the workload's `mirrorbook-txn` header tells them apart)."""
+    end = KafkaAdmin(b).high_watermarks([tp])[tp]
+    return [(m.offset(), json.loads(m.value())["seq"], dict(m.headers() or [])[TXN_HEADER] == b"committed")
+            for m in read_ranges(b, {tp: (0, end)})]
+
+
+def _txn_truth(copies: list[tuple[int, int, bool]], c: int, x: int) -> tuple[int, int, int]:
+    """(true position, committed records re-read, committed records skipped) of a group committed at C on A that
+    starts at X on B: the true position is the copy of A's first committed record at or after C (seq == offset
+    on A), or B's end; aborted copies count neither way."""
+    true = next((off for off, seq, ok in copies if ok and seq >= c), len(copies))
+    between = [ok for off, _, ok in copies if min(x, true) <= off < max(x, true)]
+    return (true, sum(between), 0) if x <= true else (true, 0, sum(between))
+
+
+def test_a_planned_failover_on_a_transactional_topic_passes_its_gates_and_counts_records(fo, run_dag):
+    """Exactly-once producers: transactions of TXN records (every third aborted) each followed by its marker, the
+    partitions ending with one. MM2 copies records, never markers (the aborted ones too, as plain records), so
+    source and target offsets diverge and a fully mirrored partition lags "1" by offsets forever. With the default
+    max_lag=0 the drain gate passes (lag is counted in records); no group skips a committed record, and the record
+    proof's re-read count of every group-partition equals the truth from the sequence numbers, aborted copies
+    never counted."""
+    tag = f"tx{uuid.uuid4().hex[:5]}"
+    admin_a, admin_b, a, b = _admins(fo)
+    topic, remote = f"{tag}-t0", f"A.{tag}-t0"
+    admin_a.create_topics({topic: 2})
+    rep = produce_transactional(a, [topic], 8, TXN, abort_every=3)  # 3 and 6 aborted; 8 committed: a marker last
+    want = {TP(remote, p): rep.committed[f"{topic}-{p}"] + rep.aborted[f"{topic}-{p}"] for p in range(2)}
+    eventually(lambda: remote in admin_b.topics() and admin_b.high_watermarks(list(want)) == want,
+               what=f"{topic} copied to B, aborted records included")
+    step = TXN + 1
+    # The end (after the last marker), a marker's offset (where a read_committed consumer commits after a
+    # transaction), the first offset of an aborted transaction, inside a committed one, the start.
+    at = {"end": rep.high_watermarks[f"{topic}-0"], "marker": step - 1, "aborted": 2 * step, "inside": 3 * step + 2,
+          "start": 0}
+    groups = {f"{tag}-g-{k}": c for k, c in at.items()}
+    park_groups(admin_a, [topic], [GroupSpec(name=g, position=str(c)) for g, c in groups.items()])
+    flow = fo.require().topology().flow("A->B")
+
+    def lag() -> list | None:  # once Connect flushed MM2's offsets: by offsets 1 (the marker), in records 0
+        mine = [p for p in flow_status(stack_clients(fo), flow).lag if p.topic == topic]
+        return mine if len(mine) == 2 and all((p.offset_lag, p.lag, p.lag_low) == (1, 0, 0) for p in mine) else None
+    eventually(lag, what=f"{topic}'s lag 1 by offsets, 0 in records")
+
+    run = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise", parity="spark"))
+    assert run.state == "success", run.failure() or run.task_states()
+    assert run.task_states()["wait_replication_drained"] == "success"
+    report = run.report()
+    assert report["plan"]["skipped"] == 0
+    proof = report["proof"]
+    assert proof["source"] == "record_parity" and proof["status"] == "passed", proof
+    rows = {(r["group"], r["source_partition"]): r for r in proof["rows"]}
+    plan = {(r["group"], r["partition"]): r for r in report["rows"]}
+    written = admin_b.committed_offsets(list(groups))
+    assert len(rows) == len(groups) * 2  # the guard of the loop below
+    off_by_plan = []
+    for (g, p), r in sorted(rows.items()):
+        copies = _txn_copies(b, TP(remote, p))
+        x = written[g][TP(remote, p)]
+        true, reread, skip = _txn_truth(copies, groups[g], x)
+        assert skip == 0 and x <= true, (g, p, x, true)  # never a skip
+        assert r["target_offset"] == x and (true == len(copies) or r["true_offset"] == true), r
+        assert r["status"] == ("RE-READ" if reread else "OK") and (r["n"] or 0) == reread, (g, p, r, reread)
+        row = plan[(g, p)]
+        if row["offset"] != true or Count.model_validate(row["re_read"]) != Count.exact(reread):
+            off_by_plan.append(f"{g} {p}: plan {row['offset']} ({row['method']}, re-read {row['re_read']}), "
+                               f"true {true}, re-read {reread}")
+    # Where precise translation did not land a group on the copy of its next committed record (mm2/precise.py,
+    # issue #31), the plan's own figures are shown, not asserted: the record proof above is the truth.
+    print("\n".join(["positions the plan did not place exactly:", *off_by_plan]) if off_by_plan else "all exact")
+
+
 def _true_boundary(b: dict, tp: TP, c: int, x: int) -> tuple[str, int]:
     """What a group committed at C on A and at X on B will do, found from B's records alone: the workload's
     sequence number is the record's offset on A, so the copy of A's record C is the first B record with
@@ -630,7 +707,7 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     report = run.report()
     assert report["plan"]["skipped"] == 0
     rpo = report["rpo"]
-    assert rpo["kind"] == "lower-bound" and "source end offsets sampled at" in rpo["basis"] and rpo["unknown"]
+    assert rpo["kind"] == "lower-bound" and "sampled at" in rpo["basis"] and rpo["unknown"]
     assert rpo["records"] >= 14 and rpo["exact"] is None and rpo["failover_run_id"] == run.run_id
 
     # During the outage consumers move on B; producers write new records to B's own `topic`.
@@ -719,6 +796,12 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
     topo = fo.require().topology()
     flow = topo.flow("A->B")
     clients = stack_clients(fo)
+    # Beside it a topic an exactly-once producer writes: one committed transaction, mirrored.
+    txn = f"{tag}-txn"
+    admin_a.create_topics({txn: 2})
+    produce_transactional(a, [txn], 1, TXN)
+    eventually(lambda: {(p.offset_lag, p.lag) for p in flow_status(clients, flow).lag if p.topic == txn} == {(1, 0)},
+               what=f"{txn} mirrored, MM2's offsets flushed")
     eventually(lambda: all(translate_offsets(b, "A", g) for g in checkpointed), what="checkpoints")
     with ConnectClient(fo.require().connect_settings("B")) as c:
         c.pause(flow.connector("checkpoint"))  # MM2's checkpointing falls behind from here on
@@ -728,10 +811,18 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
         c.pause(flow.connector("source"))  # and what A receives now never reaches B
         wait_for(c, flow.connector("source"), "PAUSED", timeout_s=30)
     produce(a, [topic], 9)
+    # Committed, aborted, committed: 2 x TXN records per partition that count, TXN aborted and 3 markers that do not.
+    produce_transactional(a, [txn], 3, TXN, abort_every=2)
     # The scheduled health check passes by: it proves where every group would resume, and samples A's ends.
     params = HealthParams(flows="A->B", required_state="NOT_REPLICATING", max_lag=10**9,
                           max_heartbeat_age_s=10**6, max_checkpoint_age_s=10**6)
     run_health_check(clients, topo, [flow], params, audit, Runbook(RunInfo(run_id=f"health-{tag}"), audit))
+    # The RPO sampler runs (its DAG, deferred to the triggerer: dag.test() runs the trigger in-process) right
+    # before the disaster: its sample is seconds old when A dies.
+    sampled = run_dag("mm2_rpo_sampler", {"flows": "A->B", "poll_s": 0.5, "period_s": 10})
+    assert sampled.state == "success", sampled.failure() or sampled.task_states()
+    kept = audit.replication_sample("A->B")
+    assert kept is not None and {p["by"] for p in kept.metrics["partitions"] if p["topic"] == txn} == {"records"}
     groups = checkpointed + list(late)
     committed = admin_a.committed_offsets(groups)
     tps = [TP(remote, p) for p in range(2)]
@@ -767,6 +858,15 @@ def test_unplanned_failover_lands_every_known_group_somewhere_stated_and_bounded
     assert proof["source"] == "unprovable" and "cannot be read" in proof["note"]
     assert proof["totals"]["unprovable"] == len(report["rows"]) and {r["status"] for r in proof["rows"]} == {
         "UNPROVABLE"}
-    rpo = report["rpo"]  # 9 records per partition reached A and never B, sampled by the health check
-    assert rpo["kind"] == "lower-bound" and rpo["records"] == 18 and rpo["unknown"], rpo
+    rpo = report["rpo"]  # per partition 9 records and 2 x TXN committed ones reached A and never B
+    assert rpo["kind"] == "lower-bound" and rpo["unknown"], rpo
+    assert rpo["partitions"] == {f"{topic}-0": 9, f"{topic}-1": 9, f"{txn}-0": 2 * TXN, f"{txn}-1": 2 * TXN}, rpo
+    assert rpo["records"] == 18 + 4 * TXN  # the truth: no marker, no aborted record counted
+    # From the sampler's sample, its age stated; and beside it an estimate, labelled as one.
+    assert rpo["sample_source"] == "rpo_sampler" and rpo["sample_age_s"] > 0, rpo
+    assert "the RPO sampler's source end offsets sampled at" in rpo["basis"] and "before this report" in rpo["basis"]
+    assert rpo["estimate"]["kind"] == "estimate" and rpo["estimate"]["note"].startswith("an estimate, not a bound")
+    shown = move_report.render_report(report)
+    assert f"at least {rpo['records']} record(s) never reached the target (a lower bound)" in shown
+    assert f"estimate: about {rpo['estimate']['records']} record(s)" in shown
     assert report["rto_s"] is not None

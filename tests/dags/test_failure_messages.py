@@ -3,8 +3,9 @@
 Connect B is reached through a fault proxy, as an operator's Airflow connection would reach it: with basic
 auth (which must never be shown) and a short retry deadline. After the first PUT, Connect answers a
 409/500 storm: the task's error must name the Connect cluster (alias and URL), the connector by its real
-name, the deadline, the attempts and the last error, then what the run did so far and changed, each
-connector of the flow as it stands now, and what a re-run will do — and a re-run must then do just that.
+name, the deadline, the attempts and the last error, then what the task itself had already changed (issue #29), then
+what the run did so far and changed, each connector of the flow as it stands now, and what a re-run will do — and a
+re-run must then do just that.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def test_a_storm_after_the_first_pause_names_the_place_the_half_paused_flow_and_
     assert int(m.group(1)) >= 2
     assert "%3E" not in text and PASSWORD not in text and "ops:" not in text
     lines = text.splitlines()
+    # Issue #29 item 3: the task's own error, right after its first line, says what the task had already changed.
+    assert lines[1] == f"  before it failed, it had already changed: {flow.name} source: pause accepted by Connect"
     assert f"  already changed: {flow.name} source: pause accepted by Connect" in lines
     assert f"  may have changed (the call failed after it was sent): {flow.name} checkpoint: pause asked" in lines
     [now] = [ln for ln in lines if ln.startswith(f"  flow {flow.name} now: ")]
@@ -117,6 +120,7 @@ def test_a_failover_whose_stop_fails_says_the_offsets_are_written_while_the_flow
     assert text.startswith(f"Connect cluster B ({proxy.url}): PUT stop of connector {flow.connector('checkpoint')} "
                            "gave up after ")
     lines = text.splitlines()
+    assert lines[1] == f"  before it failed, it had already changed: {flow.name} source: stop accepted by Connect"
     assert f"  already changed: offsets of 1 group(s) written on B, {flow.name} source: stop accepted by Connect" \
         in lines
     assert any(ln.startswith(f"  flow {flow.name} now: source STOPPED, checkpoint RUNNING, heartbeat RUNNING (read at ")

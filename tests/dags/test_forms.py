@@ -12,10 +12,11 @@ from mirrorbook.runbooks.alerts import OnAlertParams
 from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
 from mirrorbook.runbooks.params import OFFSETS_EFFECTS, RUNBOOKS, ChangeParams, parse
+from mirrorbook.runbooks.rpo_sampler import SamplerParams
 
 pytestmark = pytest.mark.airflow
 MODELS = {**RUNBOOKS, "dr_drill": DrillParams, "mm2_health_check": HealthParams,
-          "mm2_failover_on_alert": OnAlertParams}
+          "mm2_failover_on_alert": OnAlertParams, "mm2_rpo_sampler": SamplerParams}
 
 
 @pytest.mark.parametrize("dag_id", sorted(MODELS))

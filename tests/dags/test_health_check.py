@@ -19,6 +19,7 @@ from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load, produce
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.topology import Topology
@@ -29,19 +30,27 @@ from tests.helpers import eventually, set_topic_config, wait_mirrored
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
-def _scratch(stack: DevStack, use_topology, clients_of: Callable[[Topology, str], Clients]) -> Iterator[ScratchFlow]:
+def _scratch(stack: DevStack, use_topology, clients_of: Callable[[Topology, str], Clients],
+             transactions: int = 0) -> Iterator[ScratchFlow]:
     """A scratch flow of this test, replicating one topic that already holds records and a parked group
     (so MM2 checkpoints it at once). The topic is named `A.<…>`: the session's B->A flow sees its copy on
     B (`<alias>.A.<…>`) as a cycle and never replicates it, so whatever a test breaks on that copy stays
-    inside the test (B->A copies topic configs to A and would fail on them too)."""
+    inside the test (B->A copies topic configs to A and would fail on them too). With `transactions`, the
+    records are written in that many transactions of 20 each, every second one aborted (MM2 copies those too)."""
     state = stack.require()
     admin_a, admin_b = KafkaAdmin(state.kafka_config("A")), KafkaAdmin(state.kafka_config("B"))
     alias = "H" + uuid.uuid4().hex[:6].upper()
     topic = f"A.hc-{uuid.uuid4().hex[:8]}"
-    load(state.kafka_config("A"), [topic], 2, 20, [GroupSpec(name=f"{topic}-g", position="end-3")])
+    load(state.kafka_config("A"), [topic], 2, 20, [GroupSpec(name=f"{topic}-g", position="end-3")],
+         transactions=transactions, abort_every=2)
     flow = ScratchFlow(stack.alias_flow(alias, topics=re.escape(topic)), alias, topic, state.connect_settings("B"))
     use_topology(flow.topology)
-    wait_mirrored(admin_a, admin_b, topic, flow.remote)
+    if transactions:
+        copies = {TP(flow.remote, p): 20 * transactions for p in range(2)}  # records, aborted ones included
+        eventually(lambda: flow.remote in admin_b.topics() and admin_b.high_watermarks(list(copies)) == copies,
+                   what=f"{topic} copied to B")
+    else:
+        wait_mirrored(admin_a, admin_b, topic, flow.remote)
     clients = clients_of(flow.topology, alias)
     eventually(lambda: flow_status(clients, flow.flow).state.value == "REPLICATING", timeout=60,
                what=f"{flow.flow.name} REPLICATING")
@@ -65,6 +74,11 @@ def secure_health_scratch(secured: DevStack, use_topology, monkeypatch: pytest.M
         return Clients(FileResolver(topo, {**conns, f"mirrorbook_kafka_{alias.lower()}": conns["mirrorbook_kafka_a"]}))
 
     yield from _scratch(secured, use_topology, clients_of)
+
+
+@pytest.fixture
+def txn_scratch(devstack: DevStack, use_topology) -> Iterator[ScratchFlow]:
+    yield from _scratch(devstack, use_topology, lambda topo, _alias: Clients(TopologyResolver(topo)), transactions=3)
 
 
 def _conf(scratch: ScratchFlow, **kw: Any) -> dict[str, Any]:
@@ -94,6 +108,26 @@ def test_green_on_a_healthy_flow_and_a_sample_per_run_lands_in_the_audit(run_dag
     assert m["hops"] == 1  # A's heartbeats reach B as <alias>.heartbeats
     [cp] = [c for c in m["checkpoints"] if c["group"] == group]
     assert 0 <= cp["age_s"] < 60 and cp["behind"] == []
+
+
+def test_a_fully_mirrored_transactional_topic_lags_zero_records_and_passes_max_lag_0(run_dag, txn_scratch,
+                                                                                     audit: AuditStore):
+    """Exactly-once writes (transactions, every second one aborted, each ending in its marker): the partitions end
+    with a marker, so by offsets they lag 1 forever. The check counts records: lag 0, and max_lag=0 holds."""
+    scratch = txn_scratch
+    clients = Clients(TopologyResolver(scratch.topology))
+
+    def flushed() -> bool:  # Connect has committed MM2's offset of each partition's last record
+        return {(p.offset_lag, p.lag) for p in flow_status(clients, scratch.flow).lag if p.topic == scratch.topic} \
+            == {(1, 0)}
+    eventually(flushed, what="MM2's offsets flushed to the last records")
+
+    run = run_dag("mm2_health_check", _conf(scratch, max_lag=0))
+    assert run.state == "success", run.failure() or run.task_states()
+    [sample] = audit.metrics(scratch.flow.name)
+    rows = [p for p in sample.metrics["partitions"] if p["topic"] == scratch.topic]
+    assert len(rows) == 2 and all((r["offset_lag"], r["lag"], r["lag_low"]) == (1, 0, 0) for r in rows), rows
+    assert sample.metrics["violations"] == []
 
 
 def test_red_naming_the_flow_when_its_source_connector_stops_then_green_after_resume(

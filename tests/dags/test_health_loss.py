@@ -20,7 +20,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import wait_for
-from mirrorbook.devstack.workload import produce
+from mirrorbook.devstack.workload import produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.reports.drill_report import DrillSummary, render_html
@@ -187,3 +187,37 @@ def test_a_mirrored_topic_recreated_on_the_target_is_a_target_reset_reported_onc
     assert {(r["cause"], r["topic"], r["partition"]): r["records"] for r in sample["lost"]} == {
         ("target_reset", s.remote, 0): 5, ("target_reset", s.remote, 1): 5}
     assert datetime.fromisoformat(sample["lost"][0]["first_at"]) <= datetime.now(timezone.utc)
+
+
+def test_a_transactional_partition_s_deleted_records_are_counted_in_records_from_what_the_passes_read(
+        dag_scratch: ScratchFlow, admin_a: KafkaAdmin, admin_b: KafkaAdmin, connect_b_url: str, audit: AuditStore):
+    """Offsets 0-2 committed and mirrored (marker 3); with MM2 stopped, 4-6 committed (marker 7), 8-10 aborted
+    (marker 11). A pass counts the lag in records (3 in 9 offsets); then records before 8 are deleted: the gap
+    3..7 holds 3 records, not 5 — the previous pass's count less what this pass still sees (none: aborted).
+    Partition 1, never read short of its markers, keeps its lag."""
+    s, source = dag_scratch, dag_scratch.flow.connector("source")
+    p0 = TP(s.topic, 0)
+    produce_transactional(admin_a.bootstrap, [s.topic], 1, 3)
+    eventually(lambda: s.remote in admin_b.topics() and set(admin_b.high_watermarks(
+        [TP(s.remote, p) for p in range(2)]).values()) == {3}, what="the first transaction copied")
+    eventually(lambda: _replicated(s.topology, s.flow.name, s.topic) == {0: 2, 1: 2}, what="MM2's offsets flushed")
+    _green(s, audit)
+    with ConnectClient(connect_b_url) as c:
+        c.stop(source)
+        wait_for(c, source, "STOPPED", timeout_s=60)
+    try:
+        produce_transactional(admin_a.bootstrap, [s.topic], 2, 3, abort_every=2)
+        counted = _pass(s, audit)
+        rows = {p.partition: p for p in counted.flows[0].status.lag if p.topic == s.topic}
+        assert {(p.offset_lag, p.lag, p.lag_low) for p in rows.values()} == {(9, 3, 3)}, rows
+        _delete_records(admin_a.bootstrap, p0, 8)
+        lost = _pass(s, audit)
+    finally:
+        with ConnectClient(connect_b_url) as c:
+            c.resume(source)
+    [fh] = lost.flows
+    assert [(g.partition, g.next_offset, g.log_start, g.records, g.records_high) for g in fh.loss.gaps] == \
+        [(0, 3, 8, 3, 3)]
+    assert any(f"DATA_LOSS — 3 record(s) were deleted from {s.alias}" in v and f"{s.topic}-0 3 (offsets 3..7)" in v
+               for v in fh.violations), fh.violations
+    assert {(r.cause, r.partition): (r.records, r.records_high) for r in fh.loss.ledger} == {("data_loss", 0): (3, None)}

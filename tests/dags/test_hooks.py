@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +91,32 @@ def test_a_sensor_builds_its_hook_once_and_reuses_it_and_its_clients_across_poke
     assert len(built) == 1 and len(topologies) == 1
     assert all(s == seen[0] for s in seen)
     assert len(admins) == len(set(admins))  # each cluster's admin made once, whatever the number of pokes
+
+
+def test_the_cli_finds_a_connection_kept_in_airflows_metadata_db(airflow_env, devstack, stack_state, tmp_path):
+    """Issue #29 item 2: on a host where Airflow is set up, a connection defined only in Airflow's metadata DB (as
+    the UI or `airflow connections add` keep it) is what `mirrorbook flows` uses — no AIRFLOW_CONN_* of it, no
+    connections file — and `-v` says where each connection came from."""
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+
+    conn_id = f"mb_db_{uuid.uuid4().hex[:8]}"
+    worker = stack_state.workers["B"]
+    with create_session() as session:
+        session.add(Connection(conn_id=conn_id, conn_type="kafka_connect", host="localhost", port=worker.rest_port,
+                               schema="http"))
+    try:
+        topo = devstack.require().topology()
+        topo.connect_clusters["B"].connection_id, topo.connect_clusters["B"].url = conn_id, None
+        (tmp_path / "topology.yaml").write_text(topo.to_yaml())
+        env = {k: v for k, v in os.environ.items() if k != "MIRRORBOOK_CONNECTIONS"}
+        done = subprocess.run([str(Path(sys.executable).parent / "mirrorbook"), "-v", "flows", "--json",
+                               "--topology", str(tmp_path / "topology.yaml")], capture_output=True, text=True,
+                              env=env, timeout=900)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        assert {f["flow"]: f["state"] for f in json.loads(done.stdout)} == {"A->B": "REPLICATING",
+                                                                          "B->A": "REPLICATING"}
+        assert f"connection '{conn_id}': from Airflow's metadata DB" in done.stderr, done.stderr[-3000:]
+    finally:
+        with create_session() as session:
+            session.query(Connection).filter(Connection.conn_id == conn_id).delete()

@@ -31,6 +31,7 @@ from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.config import client_config
 from tests.conftest import ensure_replicating
+from tests.dags.test_failure_messages import failures  # noqa: F401 — the fixture: each task's error as Airflow has it
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -88,6 +89,13 @@ KAFKA_CASES: dict[str, tuple[Callable[[dict, str], dict], list[str]]] = {
                                       ["Kafka cluster B (", "PLAINTEXT client", "the listener expects TLS",
                                        "fix: set security.protocol=SASL_SSL"]),
 }
+# How each refusal begins (issue #29 item 3): who refused what, before anything else.
+KAFKA_LEADS = {"wrong SCRAM password": "Kafka cluster B ({bootstrap}) refused the credentials of principal "
+                                       "User:mirrorbook (SCRAM-SHA-512): authentication failed",
+               "untrusted CA": "mirrorbook refused the TLS certificate of Kafka cluster B ({bootstrap}): the "
+                               "broker's certificate is not trusted by the CA in ssl.ca.location",
+               "plaintext to the TLS listener": "Kafka cluster B ({bootstrap}) accepts connections but drops "
+                                                "this PLAINTEXT client"}
 
 
 @pytest.mark.parametrize("case", list(KAFKA_CASES))
@@ -106,6 +114,7 @@ def test_a_refused_kafka_client_fails_the_failover_precheck_naming_cluster_princ
     text = run.failure()
     for w in words:
         assert w in text, (w, text)
+    assert text.startswith(KAFKA_LEADS[case].format(bootstrap=spec["extra"]["bootstrap.servers"])), text
     assert [e for e in run.events(kind="step") if e.action == "step.failover.precheck"][-1].result == "refused"
     assert run.mutating_calls() == 0
     assert (_connectors(secured), _kafka_b(secured, tag)) == before
@@ -176,3 +185,48 @@ def test_the_secured_stack_refuses_an_unauthenticated_client_outright(secured):
         c.list()
     assert "[401]" in str(connect.value) and "without credentials" in str(connect.value)
     assert Path(secured.connections_path).stat().st_mode & 0o077 == 0  # the secrets file: its owner's only
+
+
+PRECHECK_CASES: dict[str, tuple[Callable[[dict, str], dict], str]] = {
+    "wrong basic-auth password": (
+        lambda spec, _ca: {**spec, "password": "not-the-password"},
+        "Connect cluster B (https://localhost:{port}) refused the credentials of basic-auth user 'mirrorbook' "
+        "([401] "),
+    "untrusted CA": (
+        lambda spec, ca: {**spec, "extra": {**spec["extra"], "verify": ca}},
+        "mirrorbook refused the TLS certificate of Connect cluster B (https://localhost:{port}) (TLS handshake "
+        "failed: the worker's certificate is not trusted by the CA file in `verify` ({ca})), on GET "),
+}
+
+
+@pytest.mark.parametrize("case", list(PRECHECK_CASES))
+def test_a_refused_connect_client_fails_the_failover_precheck_refusal_first_and_the_flow_is_unknown(
+        secured, run_dag, monkeypatch, other_ca, failures, case):
+    """Issue #29 item 3: the precheck's error leads with who refused what — not with a state the flow is not in —
+    then says the flow is UNKNOWN (its connectors could not be read), and its fix is the refusal's, naming the
+    connection to correct; the flow, read with the same connection, is UNKNOWN with its KIP flags null."""
+    from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
+    from mirrorbook.mm2.flows import FlowState, flow_status
+
+    tag = f"rp{uuid.uuid4().hex[:5]}"
+    load(secured.require().kafka_config("A"), [f"{tag}-t"], 1, 5, [GroupSpec(name=f"{tag}-g0", position="end")])
+    bad, first = PRECHECK_CASES[case]
+    _use(monkeypatch, "mirrorbook_connect_b", bad(_conn(secured, "mirrorbook_connect_b"), other_ca))
+    first = first.format(port=secured.require().workers["B"].rest_port, ca=other_ca)
+    errors = failures("mm2_failover")
+    before = (_connectors(secured), _kafka_b(secured, tag))
+    run = run_dag("mm2_failover", {"flow": "A->B", "groups": f"{tag}-g.*", "drain_timeout": 30})
+    assert run.state == "failed" and run.task_states()["precheck"] == "failed", run.task_states()
+    text = errors["precheck"]
+    assert text.startswith(first), text
+    head = text.splitlines()[0]
+    assert "; so flow A->B is UNKNOWN: its connectors could not be read. A planned failover must see replication " \
+           "drain" in head and "DISABLED" not in text, text
+    assert "fix: set the login/password of connection 'mirrorbook_connect_b'" in text if "password" in case else \
+        "fix: set `verify` in connection 'mirrorbook_connect_b'" in text, text
+    assert run.mutating_calls() == 0 and (_connectors(secured), _kafka_b(secured, tag)) == before
+    status = flow_status(MirrorbookHook().clients, secured.require().topology().flow("A->B"))
+    assert status.state == FlowState.UNKNOWN and status.errors[0] == status.unreadable.cause
+    assert status.kip1144_summary()["detailedState"] == {"enabled": None, "ready": None, "allConnectorsRunning": None,
+                                                         "sourceTaskRunning": None}
+    assert {c.state for c in status.connectors.values()} == {"UNKNOWN"} and status.unreadable.refused

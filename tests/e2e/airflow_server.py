@@ -1,5 +1,6 @@
 """A real Airflow for end-to-end tests: `airflow standalone` (scheduler, dag-processor, api-server,
-triggerer) in a home of its own, on a free port, with the repo's dags/ and plugins/.
+triggerer) in a home of its own, on a free port — of the installed product (tests/install.py: the wheel in a venv
+of its own, its DAG folder written by `mirrorbook dags install`), or of this checkout (the benchmarks').
 
 Started in its own process session; stopped by the pids it started (the standalone parent and every
 descendant it spawned), never by name.
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+
+from tests.install import Installed
 
 REPO = Path(__file__).resolve().parents[2]
 USERS = "admin:admin,ops:viewer"
@@ -65,12 +68,18 @@ class AirflowServer:
             pass
 
 
-def airflow_env(home: Path, port: int, extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+def airflow_env(home: Path, port: int, extra: dict[str, str], installed: Installed | None = None) -> dict[str, str]:
+    if installed is None:  # this checkout, from its venv
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.update({"PYTHONPATH": str(REPO), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+                    # standalone starts its components as `airflow …` from PATH: this venv's.
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    else:  # the installed product: only its venv (mirrorbook's plugin comes with it, by its entry point)
+        env = installed.env(AIRFLOW__CORE__DAGS_FOLDER=str(installed.dags))
+    (home / "plugins").mkdir(exist_ok=True)
     env.update({
         "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
         "AIRFLOW__API__PORT": str(port),
@@ -88,29 +97,28 @@ def airflow_env(home: Path, port: int, extra: dict[str, str]) -> dict[str, str]:
         "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "PYTHONPATH": str(REPO),
-        # standalone starts its components as `airflow …` from PATH: this venv's.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         **extra,
     })
     return env
 
 
-# What README.md has a deployment put in $AIRFLOW_HOME/config ("Scheduler settings for a fast cutover").
+# What docs/operating.md has a deployment put in $AIRFLOW_HOME/config ("Scheduler settings for a fast cutover").
 LOCAL_SETTINGS = "import mirrorbook.airflow.preload\n"
 
 
-def start(home: Path, extra_env: dict[str, str], preload: bool = True) -> AirflowServer:
-    """`airflow standalone` in `home`; with `preload`, set up as README.md recommends (mirrorbook's task modules
-    imported once in the scheduler, before it forks task processes)."""
+def start(home: Path, extra_env: dict[str, str], preload: bool = True,
+          installed: Installed | None = None) -> AirflowServer:
+    """`airflow standalone` in `home`, of `installed` (else of this checkout); with `preload`, set up as
+    docs/operating.md recommends (mirrorbook's task modules imported once in the scheduler, before it forks task
+    processes)."""
     home.mkdir(parents=True, exist_ok=True)
     if preload:
         (home / "config").mkdir(exist_ok=True)
         (home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
     port = free_port()
-    env = airflow_env(home, port, extra_env)
+    env = airflow_env(home, port, extra_env, installed)
     log_path = home / "standalone.log"
-    airflow = str(Path(sys.executable).with_name("airflow"))
+    airflow = installed.bin("airflow") if installed else str(Path(sys.executable).with_name("airflow"))
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([airflow, "standalone"], cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)

@@ -1,8 +1,9 @@
 """One real Airflow (`airflow standalone`) for the e2e module, wired to the session's secured stack
 (`devstack up --secure`: SASL_SSL brokers with ACLs, Connect on HTTPS + basic auth), as a production estate is.
 
-- AIRFLOW_HOME, the Airflow DB (SQLite) and mirrorbook's audit store (a SQLite file the tests read
-  too) live in a temp dir; dags/ and plugins/ are the repo's.
+- It is the installed product (tests/install.py): the wheel in a venv of its own outside the checkout, the DAG
+  folder `mirrorbook dags install` wrote, the plugin by the package's entry point. AIRFLOW_HOME, the Airflow DB
+  (SQLite) and mirrorbook's audit store (a SQLite file the tests read too) live in a temp dir.
 - MIRRORBOOK_TOPOLOGY points to a file of this fixture's: the devstack's flows plus two scratch flows
   (aliases of cluster A replicating one topic each to B), so the session's A->B is never stopped:
   one scratch flow is failed over, the other is paused/resumed and has its offsets touched.
@@ -37,6 +38,7 @@ from mirrorbook.topology import FailoverOnAlert, FlowSpec, Topology
 from tests.conftest import ensure_replicating, serving_pems
 from tests.e2e import airflow_server
 from tests.faultproxy import FaultProxy
+from tests.install import Installed
 from tests.helpers import wait_mirrored
 
 RUNBOOK_DAGS = ["mm2_failover", "mm2_failback", "mm2_pause_resume", "mm2_offsets", "dr_drill"]
@@ -168,7 +170,8 @@ def _warm_spark_connect(stack: StackState, scratch: Scratch, url: str, home: Pat
 
 
 @pytest.fixture(scope="session")
-def e2e(secure_devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+def e2e(secure_devstack: DevStack, spark_connect: Any, installed: Installed,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     # The session's Spark Connect server is up first, so its connection (spark_connect_default) is among the
     # standalone's: proofs of e2e runs go there, as `make demo`'s do — reading the secured clusters with the
     # session's read options.
@@ -187,10 +190,10 @@ def e2e(secure_devstack: DevStack, spark_connect: Any, tmp_path_factory: pytest.
     with FaultProxy(stack.workers["B"].url, verify=ca, tls=serving_pems(devstack, home)) as proxy:
         # The health check runs when a test triggers it (tests/e2e/test_flow_events_api.py), never on its own.
         env = {"MIRRORBOOK_TOPOLOGY": str(topology_path), "MIRRORBOOK_AUDIT_URL": audit_url,
-               "MIRRORBOOK_HEALTH_SCHEDULE": "none",
+               "MIRRORBOOK_HEALTH_SCHEDULE": "none", "MIRRORBOOK_RPO_SAMPLER_SCHEDULE": "none",
                "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"), "MIRRORBOOK_METRICS_TOKEN": METRICS_TOKEN,
                **_connections(devstack, proxy, [fo_alias, ops_alias], spark_connect.url)}
-        server = airflow_server.start(home / "airflow", env)
+        server = airflow_server.start(home / "airflow", env, installed=installed)
         try:
             failover = _scratch(devstack, admin_a, fo_alias, "fo")
             scratches.append(failover)

@@ -32,12 +32,12 @@ import pytest
 from mirrorbook.airflow.deadlines import IN_PROGRESS
 from mirrorbook.connect import ConnectClient
 from mirrorbook.kafka.admin import KafkaAdmin
+from tests import docs
 from tests.e2e.conftest import E2E, E2E_RTO_SLO_S
 from tests.e2e.browser import keep, page, session_cookie
 from tests.helpers import ActiveConsumer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 SHOT = "required-actions-mm2_failover.png"  # kept in .artifacts/
 
 
@@ -220,11 +220,6 @@ def test_a_failover_past_its_rto_at_a_gate_then_rejected_writes_nothing_and_its_
     assert request.details["because"] == "the topology's approval.failover is required"
 
 
-def _readme_block() -> str:
-    [block] = [b for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) if "hitlDetails" in b]
-    return block
-
-
 def test_the_readmes_approval_commands_approve_a_waiting_run(e2e: E2E):
     flow = e2e.ops.flow
     run_id = f"e2e-approval-ok-{uuid.uuid4().hex[:8]}"
@@ -236,7 +231,8 @@ def test_the_readmes_approval_commands_approve_a_waiting_run(e2e: E2E):
         asked = _asked(api, "mm2_offsets", run_id)
         assert asked["subject"].startswith(f"Approve alter of {flow.connector('heartbeat')}'s offsets")
 
-        block = _readme_block()
+        block = docs.block("tests/e2e/test_approval_api.py::test_the_readmes_approval_commands_approve_a_waiting_run"
+                           ).text
         first = block.splitlines()[0]
         assert first.startswith("DAG=mm2_failover RUN=")
         script = block.replace(first, f"DAG=mm2_offsets RUN={run_id}", 1).replace("http://localhost:8080", e2e.url)

@@ -4,12 +4,14 @@ state changes on Connect, Connect's offsets semantics, the audit trail, and Airf
 from __future__ import annotations
 
 import json
+import subprocess
 
 import httpx
 import pytest
 
 from mirrorbook.connect import ConnectClient
 from mirrorbook.connect.wait import wait_for
+from tests import docs
 from tests.e2e.conftest import E2E, SECRET, SECRET_CONNECTOR_KEY
 from tests.helpers import eventually
 
@@ -82,6 +84,19 @@ def test_hostile_input_through_airflow_gets_connects_error_shape_and_bounded_ech
     assert no_route.json() == {"error_code": 405, "message": "HTTP 405 Method Not Allowed"}
     assert e2e.proxy.calls("PATCH")[patches_before:] == [] and e2e.proxy.calls("PUT")[puts_before:] == []
     assert _connect_states(e2e, e2e.ops.flow) == dict.fromkeys(("source", "checkpoint", "heartbeat"), "RUNNING")
+
+
+def test_the_docs_flows_command_prints_a_flows_state(e2e: E2E):
+    """docs/operating.md's command, as written (this server's address put in): the state of A->B, as the API
+    itself answers it."""
+    block = docs.block("tests/e2e/test_flows_api.py::test_the_docs_flows_command_prints_a_flows_state")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text.replace("http://localhost:8080", e2e.url)],
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
+                                                                           "TOKEN": e2e.token()})
+    assert done.returncode == 0, done.stderr
+    with e2e.client() as api:
+        state = api.get(f"{API}/").json()["flows"]["A->B"]["state"]
+    assert json.loads(done.stdout) == state and state in ("REPLICATING", "CONCERNING", "NOT_REPLICATING", "DISABLED")
 
 
 def test_overview_flow_and_connectors_have_the_kip_shape_links_and_no_secret(e2e: E2E):

@@ -1,6 +1,6 @@
 """`/mirrorbook/metrics` served by a real Airflow API server: Airflow's auth or the scrape token (and nothing else),
 figures from the health check's sample in the server's audit store, and not one call to Connect — Connect answers
-every request with a 503 meanwhile. The README's scrape command runs as written."""
+every request with a 503 meanwhile. docs/operating.md's scrape command runs as written."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.runbooks.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.rpo import record_kind
+from tests import docs
 from tests.e2e.conftest import E2E, METRICS_TOKEN
 from tests.faultproxy import Fault
 
 pytestmark = [pytest.mark.e2e, pytest.mark.airflow, pytest.mark.integration]
 METRICS = "/mirrorbook/metrics"
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+SCRAPE_COMMAND = ("tests/e2e/test_metrics_api.py::"
+                  "test_metrics_need_airflows_auth_or_the_scrape_token_and_never_ask_connect")  # docs/operating.md
 
 
 def _samples(text: str) -> dict[str, dict[tuple, float]]:
@@ -77,9 +79,10 @@ def test_metrics_need_airflows_auth_or_the_scrape_token_and_never_ask_connect(e2
     runs = {(dict(k)["dag"], dict(k)["result"]): v for k, v in got.get("mirrorbook_runbook_runs_total", {}).items()}
     assert runs == {k: float(n) for k, n in e2e.audit.run_result_counts().items()}
 
-    # The README's scrape command, as written (the server's address put in).
-    [block] = [b for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) if METRICS in b]
-    script = block.replace("http://localhost:8080", e2e.url)
+    # docs/operating.md's scrape command, as written (the server's address put in).
+    block = docs.block(SCRAPE_COMMAND)
+    assert METRICS in block.text
+    script = block.text.replace("http://localhost:8080", e2e.url)
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=60,
                          env={"PATH": "/usr/bin:/bin", "MIRRORBOOK_METRICS_TOKEN": METRICS_TOKEN})
     assert out.returncode == 0, out.stderr

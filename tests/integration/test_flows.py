@@ -93,10 +93,17 @@ def test_missing_connectors_and_unreachable_connect(scratch_flow, devstack):
     assert s.state == FlowState.DISABLED and not s.detailed_state.ready
     assert {c.state for c in s.connectors.values()} == {"MISSING"}
 
+    # Connect not answering: nothing is known of the connectors — UNKNOWN, its flags null, never DISABLED — and
+    # the first thing said of the flow is why.
     topo = scratch_flow.topology.model_copy(deep=True)
     topo.connect_clusters["B"].url = "http://localhost:9"
-    s = flow_status(Clients(TopologyResolver(topo)), topo.flow(scratch_flow.flow.name), with_lag=False)
-    assert {c.state for c in s.connectors.values()} == {"UNREACHABLE"} and s.errors
+    s = flow_status(Clients(TopologyResolver(topo)), topo.flow(scratch_flow.flow.name))
+    assert s.state == FlowState.UNKNOWN and set(s.detailed_state.model_dump().values()) == {None}
+    assert {c.state for c in s.connectors.values()} == {"UNKNOWN"} and s.lag == [] and not s.unreadable.refused
+    assert s.errors[0] == s.unreadable.cause and s.unreadable.cause.startswith(
+        "Connect cluster B (http://localhost:9): GET /connectors?expand=status&expand=info gave up after ")
+    assert s.describe().startswith(f"{s.unreadable.cause}; so flow {s.flow} is UNKNOWN: its connectors could not "
+                                   "be read")
 
 
 def test_flows_cli(devstack):

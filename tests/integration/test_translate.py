@@ -178,10 +178,13 @@ def test_translate_cli_prints_both_modes(scenario, devstack, capsys, tmp_path):
     # Without a readable source, MM2's checkpoints alone, and the table says what it cannot show.
     blind = load_topology(topology)
     blind.clusters["A"].bootstrap_servers = None
+    blind.clusters["A"].connection_id = f"not_defined_{scenario.tag}"  # in no AIRFLOW_CONN_*, no Airflow, no file
     blind_path = tmp_path / "blind.yaml"
     blind_path.write_text(blind.to_yaml())
     capsys.readouterr()
-    assert cli.main([*args[:-1], str(blind_path)]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_HOME", str(tmp_path / "no-airflow"))  # an Airflow not set up here: not asked
+        assert cli.main([*args[:-1], str(blind_path)]) == 0
     blind_table = capsys.readouterr().out
     assert "A is not readable (no bootstrap_servers in the topology)" in blind_table and "COMMITTED" not in blind_table
     table = run("--mode", "precise")

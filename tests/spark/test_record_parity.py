@@ -19,10 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from mirrorbook.devstack.workload import load, record
+from mirrorbook.devstack.workload import load, produce_transactional, record
+from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.parity import collector, submit
-from tests.helpers import wait_mirrored
+from tests.helpers import eventually, wait_mirrored
 from tests.spark.conftest import CONNECT_ONLY, PARTITIONS, RECORDS, SKIP_BY, Scene
 
 pytestmark = pytest.mark.spark
@@ -243,3 +244,63 @@ def test_bounded_reads_never_let_the_broker_hold_a_fetch_and_the_clients_own_opt
                            "--target-option", "fetch.max.wait.ms=250", "--output", "/x", "--summary", "/x/s.json"])
     assert app.kafka_options(args, "source")["kafka.fetch.max.wait.ms"] == "10"
     assert app.kafka_options(args, "target")["kafka.fetch.max.wait.ms"] == "250"
+
+
+TXNS, TXN_RECORDS = 6, 4  # per partition: transactions of 4 records, every 2nd aborted, each ending in its marker
+
+
+@pytest.fixture(scope="module")
+def transactional(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b) -> tuple[str, str, dict[int, dict[int, int]]]:
+    """A topic written in transactions (committed and aborted, the last one aborted: the partitions end with a
+    marker), mirrored by MM2 — whose default source consumer copies the aborted records too, as plain records.
+    Returns the topic, its remote and, per partition, seq (the record's offset on A) -> offset of its copy on B."""
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    remote = f"A.{topic}"
+    admin_a.create_topics({topic: 2})
+    rep = produce_transactional(bootstrap_a, [topic], TXNS, TXN_RECORDS, abort_every=2)
+    want = {TP(remote, p): rep.committed[f"{topic}-{p}"] + rep.aborted[f"{topic}-{p}"] for p in range(2)}
+    eventually(lambda: remote in admin_b.topics() and admin_b.high_watermarks(list(want)) == want,
+               what=f"{topic}'s records, aborted ones included, copied to B")
+    copies = {p: {json.loads(m.value())["seq"]: m.offset() for m in read_ranges(bootstrap_b, {TP(remote, p): (0, n)})}
+              for p, n in ((tp.partition, n) for tp, n in want.items())}
+    return topic, remote, copies
+
+
+@CONNECT_ONLY
+def test_markers_and_aborted_records_are_never_missing_extra_re_read_or_next(run_job, transactional, admin_a,
+                                                                            bootstrap_a, bootstrap_b, tmp_path: Path):
+    """On A each transaction takes TXN_RECORDS + 1 offsets (its marker); on B MM2 wrote the records only, aborted
+    ones too. Groups at C = 10 on A (the first record of the third transaction, after an aborted one): at its
+    copy (OK); before the copies of the aborted transaction (OK: those are no records the group re-reads, and
+    the record it reads next is the same); two committed records earlier (RE-READ 2, the aborted copies in
+    between not counted); one record past it (SKIP 1)."""
+    topic, remote, copies = transactional
+    step = TXN_RECORDS + 1
+    c = 2 * step  # offsets 0-3 committed (marker 4), 5-8 aborted (marker 9): the next committed record is at 10
+    at = {p: copies[p][c] for p in range(2)}  # on B: 0-3, then 4-7 the aborted copies, then 8 = the copy of 10
+    assert at == {0: 8, 1: 8}
+    positions = {"g-exact": 8, "g-before-aborted": 4, "g-reread": 2, "g-skip": 9}
+    boundaries = [collector.GroupBoundary(group=g, source_topic=topic, source_partition=p, source_committed=c,
+                                          target_topic=remote, target_partition=p, target_offset=t)
+                  for g, t in positions.items() for p in range(2)]
+    src = admin_a.watermarks(admin_a.partitions([topic]), with_lso=True)
+    ranges = [collector.RecordRange(source_topic=topic, source_partition=p, target_topic=remote, target_partition=p,
+                                    source_start=0, source_end=src[TP(topic, p)].high, target_start=0,
+                                    target_end=len(copies[p]), source_stable_end=src[TP(topic, p)].lso)
+              for p in range(2)]
+    snap = collector.write_record_snapshot(tmp_path / "snap", ranges, boundaries)
+    summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap,
+                                               master=MASTER))
+    verdicts = {(b["group"], b["source_partition"]): b
+                for b in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
+    assert verdicts  # the guard of the loop below
+    for p in range(2):
+        got = {g: (verdicts[(g, p)]["status"], verdicts[(g, p)]["n"]) for g in positions}
+        assert got == {"g-exact": ("OK", 0), "g-before-aborted": ("OK", 0), "g-reread": ("RE-READ", 2),
+                       "g-skip": ("SKIP", 1)}, (p, got)
+        assert verdicts[("g-exact", p)]["true_offset"] == 8
+    aborted = (TXNS // 2) * TXN_RECORDS * 2
+    assert summary.totals["missing"] == summary.totals["extra"] == summary.totals["order_violations"] == 0
+    assert (summary.totals["aborted"], summary.totals["aborted_copies"]) == (aborted, aborted)
+    assert summary.totals["matched"] == TXNS * TXN_RECORDS * 2 - aborted  # the committed records, each with its copy
+    assert summary.failures_total == 2 and {f.label.split()[1] for f in summary.failures} == {"g-skip"}  # it alone

@@ -221,13 +221,12 @@ def test_a_rejection_after_a_change_does_not_claim_nothing_changed(rb: Runbook) 
         approval.record_answer(rb, "A->B", Answer(chosen_options=["Reject"], responded_by_user={"name": "bob"}))
 
 
-def test_the_readmes_approval_policy_is_one_the_topology_accepts() -> None:
-    import re
-
+def test_the_docs_approval_policy_is_one_the_topology_accepts() -> None:
     import yaml
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)]
+    from tests import docs
+
+    blocks = [yaml.safe_load(b) for b in docs.yaml_blocks("docs/operating.md")]
     [policy] = [b["approval"] for b in blocks if set(b) == {"approval"}]
     topology = Topology.model_validate({**TOPOLOGY.model_dump(), "approval": policy})
     assert (topology.approval.of("offsets"), topology.approval.timeout_s) == ("skip", 1800)

@@ -187,6 +187,10 @@ def test_airflow_image_is_built_on_airflow_332(services, compose):
     text = dockerfile.read_text()
     assert "ARG AIRFLOW_VERSION=3.3.2" in text and "FROM apache/airflow:${AIRFLOW_VERSION}" in text
     assert "requirements.lock" in text and "pip install" in text
+    # The wheel, not the source tree: built in a stage of its own, installed without dependencies over the lock,
+    # its DAG files written into the image's DAG folder.
+    assert "python -m build" in text and "pip install --no-cache-dir --no-deps /opt/mirrorbook/dist/mirrorbook-" in text
+    assert "mirrorbook dags install /opt/airflow/dags" in text and "-e ." not in text
     lock = (REPO / "requirements.lock").read_text()
     assert "apache-airflow==3.3.2" in lock
     for name in ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
@@ -352,7 +356,7 @@ def test_spark_connect_has_the_devstack_kafka_jars(services, compose):
 # -- Airflow ---------------------------------------------------------------------------------------------
 
 def test_topology_file_is_the_sample_and_valid(airflow, topology):
-    assert host_path(airflow, env(airflow)["MIRRORBOOK_TOPOLOGY"]) == REPO / "include" / "topology.yaml"
+    assert host_path(airflow, env(airflow)["MIRRORBOOK_TOPOLOGY"]) == REPO / "include" / "mirrorbook" / "topology.yaml"
     assert topology.flow_names() == ["A->B", "B->A"]
 
 
@@ -386,8 +390,9 @@ def test_every_airflow_component_shares_one_configuration(services):
     assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql")
     assert e["MIRRORBOOK_AUDIT_URL"].startswith("postgresql") and "@postgres:5432/" in e["MIRRORBOOK_AUDIT_URL"]
     assert e["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-api-server:8080/execution/"
-    assert host_path(services["airflow-scheduler"], e["MIRRORBOOK_SPARK_APPS"]) == REPO / "spark_apps"
-    assert host_path(services["airflow-scheduler"], "/opt/airflow/dags") == REPO / "dags"
+    # The DAGs and the Spark apps come with the installed wheel: nothing of the repository's code is mounted.
+    mounted = {str(m) for m in bind_mounts(services["airflow-scheduler"]).values()}
+    assert mounted == {str(REPO / "include" / "mirrorbook" / "topology.yaml")}, mounted
     assert published(services["airflow-api-server"]) == {8080: 8080}
     audit_db = e["MIRRORBOOK_AUDIT_URL"].rsplit("/", 1)[1]
     assert f"CREATE DATABASE {audit_db}" in (REPO / "docker" / "postgres" / "init-mirrorbook.sql").read_text()

@@ -106,3 +106,62 @@ def test_a_refused_connection_is_retried_until_the_deadline_with_the_same_words(
     assert int(m.group(1)) >= 3 and err.attempts == int(m.group(1))
     assert isinstance(err.last, ConnectUnreachable) and err.last.refused
     assert "s3cr3t" not in str(err)
+
+
+@pytest.mark.parametrize("status, user, first", [
+    (401, "mirrorbook", "Connect cluster B (http://connect-b:8083) refused the credentials of basic-auth user "
+                        "'mirrorbook' ([401] Unauthorized — a wrong username or password), on GET status of "
+                        "connector "),
+    (403, "mirrorbook", "Connect cluster B (http://connect-b:8083) refused basic-auth user 'mirrorbook' ([403] "
+                        "Unauthorized — the user may not make this call), on GET status of connector "),
+    (401, None, "Connect cluster B (http://connect-b:8083) refused a call sent without credentials ([401] "
+                "Unauthorized), on GET status of connector "),
+])
+def test_a_refusal_leads_with_who_refused_what_then_names_the_connection_to_fix(status, user, first):
+    """Whatever shows it (a flow's state, a precheck, a task's failure), a refused call says first who refused
+    what; its fix names the connection the credentials came from (its id and where it was found)."""
+    where = _where()
+    where = Where(**{**where.__dict__, "user": user,
+                     "connection": "connection 'mirrorbook_connect_b' ($AIRFLOW_CONN_MIRRORBOOK_CONNECT_B)"})
+    err = from_response(status, {"error_code": status, "message": "Unauthorized"}, where)
+    head, fix = str(err).splitlines()
+    assert head.startswith(first) and head == err.headline(), head
+    assert fix == ("  fix: set the login/password of connection 'mirrorbook_connect_b' ($AIRFLOW_CONN_MIRRORBOOK_"
+                   "CONNECT_B) to a user in the worker's basic-auth user file (Connect's PropertyFileLoginModule)")
+
+
+def test_an_untrusted_worker_certificate_is_refused_by_mirrorbook_said_first(tmp_path):
+    """A real TLS handshake with a server whose certificate no CA here signed: mirrorbook refused it, said first."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from mirrorbook.connect.errors import ConnectTlsError
+    from mirrorbook.devstack.security import _certificates
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    _, p12 = _certificates("pw")  # signed by a throwaway CA nothing here trusts
+    key, cert, _ = pkcs12.load_key_and_certificates(p12, b"pw")
+    tmp = tmp_path
+    (tmp / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp / "k.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+    server = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp / "c.pem", tmp / "k.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = ConnectSettings(url=f"https://127.0.0.1:{server.server_port}", name="B", username="mirrorbook",
+                                   password="S3cret-pw", connection="connection 'c' ($AIRFLOW_CONN_C)")
+        with pytest.raises(ConnectTlsError) as exc, ConnectClient(settings) as c:
+            c.list()
+    finally:
+        server.shutdown()
+    text = str(exc.value)
+    assert text.startswith(f"mirrorbook refused the TLS certificate of Connect cluster B (https://127.0.0.1:"
+                           f"{server.server_port}) (TLS handshake failed: the worker's certificate is not trusted by "
+                           "the system's CA certificates), on GET "), text
+    assert text.endswith("fix: set `verify` in connection 'c' ($AIRFLOW_CONN_C) to the CA file that signed the "
+                         "worker's certificate") and "S3cret" not in text

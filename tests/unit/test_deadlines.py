@@ -6,7 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from mirrorbook.airflow.deadlines import record_miss, rto_deadlines, task_states, where_the_run_is
+import asyncio
+
+from hypothesis import given, strategies as st
+
+from mirrorbook.airflow.deadlines import ended_in_time, record_miss, rto_deadlines, rto_missed, task_states, where_the_run_is
 from mirrorbook.audit import AuditStore
 from tests.unit.test_params import TOPOLOGY
 
@@ -64,3 +68,39 @@ def test_a_miss_is_posted_to_the_webhook(tmp_path: Path, monkeypatch) -> None:
     assert (alert["dag_id"], alert["run_id"], alert["task_id"]) == ("mm2_failback", "r3", "approve_plan")
     assert alert["message"] == done["message"] and "waiting for approval (Required Actions)" in alert["message"]
     assert alert["details"]["rto_slo_s"] == 60
+
+
+DUE = "2026-11-23T17:05:00+00:00"
+
+
+def test_a_run_that_ended_before_its_deadline_fired_records_and_posts_nothing(tmp_path: Path, monkeypatch) -> None:
+    """A failover rejected at approval fails; Airflow keeps its deadlines (it prunes them only on success) and fires
+    the callback later. As the scheduler passes it — the run's state and end then, the deadline's time — nothing is
+    recorded and nothing posted; a run still going, or one that ended after the deadline passed, is a miss."""
+    from tests.dags.test_health_check import Webhook
+
+    audit = AuditStore(f"sqlite:///{tmp_path / 'a.db'}")
+    monkeypatch.setenv("MIRRORBOOK_AUDIT_URL", f"sqlite:///{tmp_path / 'a.db'}")
+    monkeypatch.setattr("mirrorbook.airflow.deadlines.load_topology", lambda: SLOW)
+    rejected = {"dag_run_id": "r4", "dag_id": "mm2_failover", "conf": {"flow": "A->B"}, "state": "failed",
+                "queued_at": "2026-11-23T17:04:00+00:00", "end_date": "2026-11-23T17:04:30+00:00"}
+    late = {**rejected, "dag_run_id": "r5", "end_date": "2026-11-23T17:05:02+00:00"}
+    going = {**rejected, "dag_run_id": "r6", "state": "running", "end_date": None}
+    with Webhook() as hook:
+        monkeypatch.setenv("MIRRORBOOK_ALERT_WEBHOOK_URL", hook.url)
+        for run in (rejected, late, going):
+            asyncio.run(rto_missed(60, {"dag_run": run, "deadline": {"id": "d", "deadline_time": DUE}}))
+    assert audit.events(run_id="r4") == [] and [a["run_id"] for a in hook.received] == ["r5", "r6"]
+    assert [e.action for e in audit.events(run_id="r5")] == ["step.deadline.missed"]
+
+
+@given(state=st.sampled_from(["queued", "running", "success", "failed", None]),
+       end=st.one_of(st.none(), st.integers(-3600, 3600)), due=st.one_of(st.none(), st.just(0)))
+def test_only_a_run_that_ended_by_its_deadline_is_spared(state, end, due) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    base = datetime(2026, 11, 23, 17, 5, tzinfo=timezone.utc)
+    run = {"state": state, "end_date": None if end is None else (base + timedelta(seconds=end)).isoformat()}
+    deadline = {} if due is None else {"deadline_time": base.isoformat()}
+    spared = ended_in_time(run, deadline)
+    assert spared == (state in ("success", "failed") and (end is None or due is None or end <= 0))

@@ -130,13 +130,10 @@ def test_the_switch_is_off_by_default_and_checked(tmp_path: Path) -> None:
             load_topology(path)
 
 
-def test_the_readmes_switch_is_one_the_topology_accepts() -> None:
-    import re
+def test_the_docs_switch_is_one_the_topology_accepts() -> None:
+    from tests import docs
 
-    from tests.conftest import REPO
-
-    readme = (REPO / "README.md").read_text()
-    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)]
+    blocks = [yaml.safe_load(b) for b in docs.yaml_blocks("docs/operating.md")]
     [switch] = [b["failover_on_alert"] for b in blocks if set(b) == {"failover_on_alert"}]
     assert FailoverOnAlert.model_validate(switch).enabled is True
 

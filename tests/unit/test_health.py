@@ -9,7 +9,7 @@ from confluent_kafka import Message
 
 from mirrorbook.audit import MetricsSample
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowStatus, PartitionLag
+from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowState, FlowStatus, PartitionLag, Unreadable
 from mirrorbook.mm2.records import Checkpoint, Heartbeat
 from mirrorbook.runbooks.health import (FlowHealth, GroupCheckpointHealth, HealthParams, TargetFreshness,
                                         evaluate, failed_roles, group_checkpoints, scan_target)
@@ -160,7 +160,7 @@ def test_the_metrics_sample_keeps_the_rpo_rows_and_lists_groups():
     cp = GroupCheckpointHealth(group="token-service", age_s=3.0, newest_at=NOW)
     m = _health(status=_status(lag={TP("orders", 0): 2}), checkpoints=[cp], hops=1).metrics(NOW)
     assert m["partitions"] == [{"topic": "orders", "partition": 0, "high_watermark": 100, "replicated_offset": 97,
-                                "lag": 2, "log_start": None}]
+                                "lag": 2, "log_start": None, "offset_lag": None, "lag_low": None}]
     assert m["checkpoints"][0]["group"] == "token-service" and m["checkpoint_age_s_max"] == 3.0
     assert m["hops"] == 1 and m["heartbeat_age_s"] == 1.0
 
@@ -192,3 +192,41 @@ def test_the_schedule_comes_from_the_environment(monkeypatch, env, expect):
     dag = runpy.run_path(str(dag_file))["dag"]
     assert dag.dag_id == "mm2_health_check" and dag.catchup is False and dag.max_active_runs == 1
     assert dag.schedule == expect
+
+
+@pytest.mark.parametrize("flags", [
+    (e, r, a, s) for e in (True, False, None) for r in (True, False, None) for a in (True, False, None)
+    for s in (True, False, None)])
+def test_the_kip_formula_on_known_flags_and_unknown_where_a_flag_is_not_known(flags):
+    """KIP-1144's formula verbatim on known flags; a flag not known (the connectors could not be read) makes the
+    state UNKNOWN — never DISABLED, which the formula would say of `enabled` not being true."""
+    enabled, ready, running, source = flags
+    state = DetailedState(enabled=enabled, ready=ready, allConnectorsRunning=running, sourceTaskRunning=source).state()
+    if None in (enabled, running, source):
+        assert state == FlowState.UNKNOWN
+    elif not enabled:
+        assert state == FlowState.DISABLED
+    elif running and source:
+        assert state == FlowState.REPLICATING
+    elif source:
+        assert state == FlowState.CONCERNING
+    else:
+        assert state == FlowState.NOT_REPLICATING
+
+
+def test_a_flow_that_could_not_be_read_is_checked_cause_first():
+    """Connect refused mirrorbook: the health check's first words are the refusal, then the flow's UNKNOWN state;
+    its lag is not known, so no lag threshold is judged on it."""
+    cause = ("Connect cluster B (https://connect-b:8443) refused the credentials of basic-auth user 'mirrorbook' "
+             "([401] Unauthorized — a wrong username or password), on GET /connectors?expand=status&expand=info")
+    unknown = {r: ConnectorSummary(name=r, role=r, connector_class=r, state="UNKNOWN", trace=cause)
+               for r in ("source", "checkpoint", "heartbeat")}
+    status = _status().model_copy(update={
+        "state": FlowState.UNKNOWN, "connectors": unknown, "lag": [], "errors": [cause, "cluster A: down"],
+        "unreadable": Unreadable(cause=cause, fix="set the login/password", refused=True),
+        "detailed_state": DetailedState(enabled=None, ready=None, allConnectorsRunning=None, sourceTaskRunning=None)})
+    out = evaluate(_health(status=status), HealthParams(), NOW)
+    assert out == [f"{cause}; so flow A->B is UNKNOWN (required REPLICATING): its connectors could not be read; "
+                   "cluster A: down"]
+    assert status.kip1144_summary()["detailedState"] == {"enabled": None, "ready": None,
+                                                         "allConnectorsRunning": None, "sourceTaskRunning": None}

@@ -21,7 +21,7 @@ from mirrorbook.airflow.api.auth import same_secret
 from mirrorbook.audit import AuditStore
 from mirrorbook.kafka.types import TP
 from mirrorbook.metrics import exposition, series_names
-from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowStatus, PartitionLag
+from mirrorbook.mm2.flows import ConnectorSummary, DetailedState, FlowState, FlowStatus, PartitionLag, Unreadable
 from mirrorbook.runbooks.health import FlowHealth, GroupCheckpointHealth
 from mirrorbook.runbooks.health.loss import TargetTopic, assess
 from mirrorbook.topology import Topology
@@ -210,3 +210,16 @@ def test_every_panel_of_the_grafana_dashboard_queries_series_a_scrape_serves(aud
             "mirrorbook_flow_heartbeat_age_seconds", "mirrorbook_flow_checkpoint_age_seconds",
             "mirrorbook_flow_connector_running", "mirrorbook_flow_records_lost_total",
             "mirrorbook_runbook_last_rto_seconds", "mirrorbook_runbook_runs_total"} <= asked
+
+
+def test_a_flow_whose_connectors_could_not_be_read_is_unknown_not_disabled(audit: AuditStore):
+    """A health sample of an UNKNOWN flow (Connect refused mirrorbook): the state series says UNKNOWN, once — the
+    label that also stands for "never sampled" — and DISABLED is 0."""
+    status = _status("RUNNING", []).model_copy(update={
+        "state": FlowState.UNKNOWN,
+        "detailed_state": DetailedState(enabled=None, ready=None, allConnectorsRunning=None, sourceTaskRunning=None),
+        "unreadable": Unreadable(cause="Connect cluster B (…) refused the credentials of basic-auth user 'x'")})
+    _record(audit, NOW - timedelta(seconds=5), status, None, [])
+    state = _scrape(audit)[0]["mirrorbook_flow_state"]
+    assert {dict(k)["state"]: v for k, v in state.items() if dict(k)["flow"] == "A->B"} == {
+        "DISABLED": 0.0, "REPLICATING": 0.0, "CONCERNING": 0.0, "NOT_REPLICATING": 0.0, "UNKNOWN": 1.0}

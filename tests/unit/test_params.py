@@ -22,7 +22,7 @@ from mirrorbook.runbooks.health import HealthParams
 from mirrorbook.runbooks.params import (RUNBOOKS, FailbackParams, FailoverParams, InvalidParams, OffsetsParams,
                                         PauseResumeParams, check_snapshot, parse)
 from mirrorbook.topology import Topology
-from tests.conftest import REPO
+from tests import docs
 
 TOPOLOGY = Topology.model_validate({
     "clusters": {"A": {"connection_id": "a", "bootstrap_servers": "a:9092"},
@@ -59,8 +59,8 @@ def test_a_misspelled_dry_run_is_refused_naming_the_closest_key(model):
         parse(model, {"flow": "A->B", "Dry_Run": True}, TOPOLOGY)
 
 
-def test_the_readme_quotes_the_refusal_as_the_code_words_it():
-    readme = " ".join((REPO / "README.md").read_text().split())
+def test_the_docs_quote_the_refusal_as_the_code_words_it():
+    readme = " ".join(docs.page("docs/operating.md").split())
     with pytest.raises(InvalidParams) as err:
         parse(FailoverParams, {"flow": "A->B", "dryrun": True}, TOPOLOGY)
     assert f'"{err.value.message}"' in readme, err.value.message  # word for word, quotes and dash included

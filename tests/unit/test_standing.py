@@ -1,4 +1,5 @@
-"""Where a run stands when it stops short: the run so far, each flow connector now, what a re-run will do."""
+"""Where a run stands when it stops short: the run so far, each flow connector now, what a re-run will do — and
+what the failed task had already changed, in its own error."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from mirrorbook.audit import AuditStore
@@ -13,9 +15,10 @@ from mirrorbook.audit.models import RequestSummary
 from mirrorbook.bounds import ECHO_LIMIT, shown
 from mirrorbook.clients import Clients
 from mirrorbook.connect import ConnectSettings
+from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectServerError, Where
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.runbooks.connectors import rerun_sentence
-from mirrorbook.runbooks.engine import RunInfo, Runbook
+from mirrorbook.runbooks.engine import Mutation, RunInfo, Runbook
 from mirrorbook.runbooks.move_report import move_report, render_report
 from mirrorbook.runbooks.standing import FlowNow, PartNow, at_failure, set_state_rerun, so_far
 from mirrorbook.topology import ConnectClusterSpec, FlowSpec, KafkaClusterSpec, Topology
@@ -54,7 +57,8 @@ def test_the_flow_now_names_each_part_and_where_its_state_comes_from():
         PartNow(role="heartbeat", status=None)])
     assert read.render() == ("flow A->B now: source PAUSED, checkpoint RUNNING (tasks 0:FAILED), heartbeat absent "
                              "(read at 12:03:04Z from Connect cluster B (http://b:8083))")
-    last = FlowNow(flow="A->B", place="Connect cluster B (http://b:8083)", unreadable="no answer", parts=[
+    last = FlowNow(flow="A->B", place="Connect cluster B (http://b:8083)",
+                   unreadable="Connect cluster B (http://b:8083) could not be read now (no answer)", parts=[
         PartNow(role="source", status=status("source", "PAUSED"), source="pause accepted, run r1", at=AT),
         PartNow(role="checkpoint", known=False)])
     assert last.render() == ("flow A->B: Connect cluster B (http://b:8083) could not be read now (no answer); "
@@ -157,3 +161,71 @@ def test_a_connector_of_any_name_is_named_unencoded_bounded_and_on_one_line(tmp_
     [line] = got.changed
     assert line == f"connector {shown(name)}: stop accepted by Connect"
     assert len(line) <= ECHO_LIMIT + 80 and "\n" not in "".join(got.lines())
+
+
+def _pause(rb: Runbook, role: str, fail: Exception | None = None) -> None:
+    """A step pausing one of FLOW's connectors as the replication backend's do (it notes connector and role)."""
+    name = FLOW.connector(role)
+
+    def do() -> None:
+        if fail is not None:
+            raise fail
+
+    with rb.step("connector.pause", FLOW.name) as step:
+        step.note(connector=name, role=role)
+        step.mutate("connector.pause", do, method="PUT", path=f"/connectors/{quote(name, safe='')}/pause",
+                    precondition=f"{name} is RUNNING", expect=WorkerState(state="PAUSED"))
+
+
+def test_a_step_that_fails_after_its_task_changed_something_says_so_in_its_own_error(tmp_path):
+    """A pause whose source connector was paused before Connect's 500 storm outlasted the deadline: the failed
+    task's own error — the first thing the on-call reads, the step's error in the audit trail, the flows API's
+    answer — says what the task had already changed, right after the error and before its fix."""
+    audit = _audit(tmp_path)
+    rb = Runbook(RunInfo(run_id="r6"), audit)
+    _pause(rb, "source")
+    last = ConnectServerError("storm", status=500, where=Where(url="http://b:8083", cluster="B",
+                                                               call="PUT pause of connector A->B.Mirror…"))
+    storm = ConnectDeadlineExceeded(last, attempts=5, deadline_s=2)
+    with pytest.raises(ConnectDeadlineExceeded) as exc:
+        _pause(rb, "checkpoint", storm)
+    lines = str(exc.value).splitlines()
+    assert lines[0].startswith("Connect cluster B (http://b:8083): PUT pause of connector A->B.Mirror… gave up "
+                               "after ")
+    assert lines[1] == "  before it failed, it had already changed: A->B source: pause accepted by Connect"
+    assert lines[2].startswith("  fix: ")
+    [step] = [e for e in audit.events(run_id="r6") if e.kind == "step" and e.result == "error"]
+    assert step.error == str(exc.value)
+    # Its retry (a new attempt of the same task: the source is PAUSED already, so it changes nothing itself)
+    # still says what the task changed — the first attempt did.
+    retry = Runbook(RunInfo(run_id="r6"), audit)
+    with pytest.raises(ConnectDeadlineExceeded) as again:
+        _pause(retry, "checkpoint", ConnectDeadlineExceeded(last, attempts=5, deadline_s=2))
+    assert str(again.value).splitlines()[1] == lines[1]
+    # A task that changed nothing says nothing of it; an error that is not mirrorbook's gets it as a note.
+    fresh = Runbook(RunInfo(run_id="r7"), audit)
+    with pytest.raises(ConnectDeadlineExceeded) as untouched:
+        _pause(fresh, "source", ConnectDeadlineExceeded(last, attempts=5, deadline_s=2))
+    assert "already changed" not in str(untouched.value)
+    _pause(fresh, "heartbeat")
+    with pytest.raises(KeyError) as other:
+        _pause(fresh, "checkpoint", KeyError("boom"))
+    assert other.value.__notes__ == ["before it failed, it had already changed: A->B heartbeat: pause accepted by "
+                                     "Connect"]
+
+
+def test_what_a_failed_task_changed_is_bounded_and_counts_groups(tmp_path):
+    """A thousand group writes are one line; a dozen changes more are counted, not listed."""
+    audit = _audit(tmp_path)
+    rb = Runbook(RunInfo(run_id="r8"), audit)
+    with pytest.raises(RuntimeError) as exc, rb.step("failover.write_offsets", FLOW.name) as step:
+        step.mutate_all([Mutation("groups.alter_offsets", lambda: None, method="AlterConsumerGroupOffsets",
+                                  path=f"kafka://B/groups/g{i}", precondition="EMPTY", expect=WorkerState(state="x"))
+                         for i in range(1000)], concurrency=8)
+        for i in range(20):
+            step.mutate("connector.stop", lambda: None, method="PUT", path=f"/connectors/c{i}/stop",
+                        precondition="RUNNING", expect=WorkerState(state="STOPPED"))
+        raise RuntimeError("then it failed")
+    [note] = exc.value.__notes__
+    assert note.startswith("before it failed, it had already changed: offsets of 1000 group(s) written on B, "
+                           'connector "c0": stop accepted by Connect') and note.endswith("(+9 more)"), note

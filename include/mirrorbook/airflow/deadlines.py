@@ -16,7 +16,7 @@ runbooks do, never Airflow's database.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
@@ -47,10 +47,34 @@ def rto_deadlines(topology: Topology | None) -> list[DeadlineAlert]:
 
 
 async def rto_missed(rto_slo_s: int, context: dict[str, Any], **_: Any) -> None:
-    """The deadline callback (Airflow passes `context` with the run as the REST API shows it)."""
-    run = context.get("dag_run") or {}
+    """The deadline callback. Airflow passes `context`: the run as the REST API showed it when the scheduler found
+    the deadline passed, and the deadline itself."""
+    run, deadline = context.get("dag_run") or {}, context.get("deadline") or {}
+    if ended_in_time(run, deadline):
+        log.info("%s/%s ended (%s) before its %s s RTO deadline: nothing missed", run.get("dag_id"),
+                 run.get("dag_run_id"), run.get("state"), rto_slo_s)
+        return
     states = await asyncio.to_thread(task_states, run)
     await asyncio.to_thread(record_miss, rto_slo_s, run, states)
+
+
+def ended_in_time(run: dict[str, Any], deadline: dict[str, Any]) -> bool:
+    """Whether the run had ended by the time its deadline passed. Airflow prunes a run's deadlines only when it
+    succeeds, so those of a failed run — a rejected failover among them — still fire, later: such a run missed
+    nothing. A run that ended after the deadline passed (before the scheduler noticed) did miss it."""
+    if run.get("state") not in ("success", "failed"):
+        return False
+    end, due = _instant(run.get("end_date")), _instant(deadline.get("deadline_time"))
+    return end is None or due is None or end <= due
+
+
+def _instant(value: Any) -> datetime | None:
+    if isinstance(value, datetime) or value is None:
+        return value
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def task_states(run: dict[str, Any]) -> dict[str, str] | None:

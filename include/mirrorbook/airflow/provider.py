@@ -12,7 +12,7 @@ import mirrorbook
 CONNECT_CONN_TYPE = "kafka_connect"
 # Every module of mirrorbook.airflow.operators that defines operators (tests/unit/test_provider.py checks it).
 OPERATOR_MODULES = ("alerts", "approval", "connectors", "drill", "flow_events", "health", "move", "offsets", "parity",
-                    "runbook")
+                    "rpo", "runbook")
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -31,7 +31,8 @@ def get_provider_info() -> dict[str, Any]:
                                         "mirrorbook.airflow.sensors.kafka"]}],
         "triggers": [{"integration-name": "Kafka Connect",
                       "python-modules": ["mirrorbook.airflow.triggers.alerts", "mirrorbook.airflow.triggers.connect",
-                                          "mirrorbook.airflow.triggers.kafka"]}],
+                                          "mirrorbook.airflow.triggers.kafka",
+                                          "mirrorbook.airflow.triggers.rpo"]}],
         "notifications": ["mirrorbook.airflow.notifiers.MirrorbookAlertNotifier"],
         "connection-types": [
             {

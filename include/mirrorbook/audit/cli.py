@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(comma-separated aliases; default: every cluster of the topology). A truncated tail "
                          "fails with the missing sequence range; an unreachable cluster is said, not fatal")
     vf.add_argument("--topology", help="topology file for --anchors (default: $MIRRORBOOK_TOPOLOGY or "
-                                       "include/topology.yaml)")
+                                       "the package's example); its connection ids are resolved as `mirrorbook "
+                                       "flows --help` says")
 
     ex = common("export", "every event with its hashes, for a reviewer", cmd_export)
     ex.add_argument("--format", choices=["jsonl"], default="jsonl")

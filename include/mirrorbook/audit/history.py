@@ -1,5 +1,6 @@
 """Tables outside the chain: run progress (resume without repeating mutations), per-flow metrics
-history (health check → RPO estimates) and the artifacts a run produced (reports, offset listings)."""
+history (health check → RPO estimates), the newest replication sample per flow (the RPO sampler) and the
+artifacts a run produced (reports, offset listings)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mirrorbook.audit.codec import dumps, format_time, loads, lookup, parse_time
 from mirrorbook.audit.models import Artifact, GroupPosition, MetricsSample
 
 _p, _m, _a, _r = schema.run_progress.c, schema.flow_metrics.c, schema.artifacts.c, schema.run_results.c
+_s = schema.replication_samples.c
 
 
 def progress_values(run_id: str, key: str, value: Any) -> dict[str, Any]:
@@ -60,6 +62,16 @@ def metrics_query(flow: str, since: datetime | None, until: datetime | None, lim
 
 def to_metrics(row: Row[Any]) -> MetricsSample:
     return MetricsSample(flow=row.flow, observed_at=parse_time(row.observed_at), metrics=loads(row.metrics))
+
+
+def replication_sample(conn: Connection, flow: str) -> MetricsSample | None:
+    row = conn.execute(select(_s.flow, _s.observed_at, _s.sample).where(lookup(_s.flow, flow))).first()
+    return None if row is None else MetricsSample(flow=row.flow, observed_at=parse_time(row.observed_at),
+                                                  metrics=loads(row.sample))
+
+
+def replication_sample_values(flow: str, observed_at: datetime, sample: dict[str, Any]) -> dict[str, Any]:
+    return stored_row(schema.replication_samples, {"flow": flow, "observed_at": observed_at, "sample": sample})
 
 
 def insert_artifact(conn: Connection, kind: str, run_id: str | None, path: str, summary: dict[str, Any]) -> Artifact:

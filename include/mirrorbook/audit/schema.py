@@ -102,6 +102,15 @@ positions = Table(
     Column("exact", Boolean, nullable=False), Column("observed_at", _Time, nullable=False),
 )
 
+# The newest replication sample per flow: the source's end offsets and what MM2 had replicated, seconds old (the
+# RPO sampler, `runbooks/rpo_sampler.py`, replaces it every poll; an unplanned failover's RPO bound reads it).
+# Bounded: one row per flow, never a history.
+replication_samples = Table(
+    "audit_replication_samples", metadata,
+    Column("flow", String(250), primary_key=True), Column("observed_at", _Time, nullable=False),
+    Column("sample", Text, nullable=False, info=DATA_JSON),
+)
+
 artifacts = Table(
     "audit_artifacts", metadata,
     Column("id", _Id, primary_key=True, autoincrement=True),

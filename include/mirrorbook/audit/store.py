@@ -306,6 +306,23 @@ class AuditStore:
                                  ("flow", "group", "topic", "partition"))
             history.delete_positions(conn, flow, gone)
 
+    # -- the newest replication sample per flow ---------------------------------------------------
+    def keep_replication_sample(self, flow: str, observed_at: datetime, sample: dict[str, Any]) -> bool:
+        """Keep `sample` as the flow's newest, unless the one kept is newer (two samplers may overlap). Returns
+        whether it was kept. At most one row per flow: bounded storage, never a history."""
+        values = history.replication_sample_values(flow, observed_at, sample)
+        with self._db.write() as conn:
+            kept = history.replication_sample(conn, flow)
+            if kept is not None and kept.observed_at > observed_at:
+                return False
+            self._db.upsert(conn, schema.replication_samples, values, ("flow",))
+        return True
+
+    def replication_sample(self, flow: str) -> MetricsSample | None:
+        """The flow's newest replication sample (None: no sampler has run for it)."""
+        with self._db.read() as conn:
+            return history.replication_sample(conn, flow)
+
     # -- artifacts ------------------------------------------------------------------------------
     def record_artifact(self, kind: str, run_id: str | None, path: str, summary: dict[str, Any]) -> Artifact:
         with self._db.write() as conn:

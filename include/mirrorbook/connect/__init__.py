@@ -3,6 +3,7 @@
 from mirrorbook.connect.client import AsyncConnectClient, ConnectClient, ConnectSettings
 from mirrorbook.connect.errors import (
     ConnectAuthRefused,
+    ConnectRefusal,
     ConnectError,
     ConnectorNotFound,
     ConnectorNotStopped,
@@ -18,5 +19,5 @@ from mirrorbook.connect.errors import (
 __all__ = [
     "AsyncConnectClient", "ConnectClient", "ConnectSettings", "ConnectError", "ConnectorNotFound",
     "ConnectorNotStopped", "ConnectBadRequest", "ConnectConflict", "ConnectDeadlineExceeded", "ConnectServerError",
-    "ConnectTimeout", "ConnectUnreachable", "ConnectAuthRefused", "ConnectTlsError",
+    "ConnectTimeout", "ConnectUnreachable", "ConnectAuthRefused", "ConnectRefusal", "ConnectTlsError",
 ]

@@ -51,6 +51,8 @@ class ConnectSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
     url: str
     name: str | None = None  # the cluster's alias (the topology's), named in every error when known
+    # The connection these settings were read from, as fixes name it: "connection 'x' ($AIRFLOW_CONN_X)".
+    connection: str | None = None
     username: str | None = None
     password: SecretStr | None = None
     verify: bool | str = True  # False, True, or a CA bundle path
@@ -251,12 +253,13 @@ def _transport_error(exc: httpx.HTTPError, timeout_s: float, where: Where, verif
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         trust = f"the CA file in `verify` ({verify})" if isinstance(verify, str) else "the system's CA certificates"
         return ConnectTlsError(f"TLS handshake failed: the worker's certificate is not trusted by {trust}", where=where,
-                               hint="set `verify` in this Connect cluster's connection to the CA file that signed "
+                               hint=f"set `verify` in {where.connection_label} to the CA file that signed "
                                     "the worker's certificate")
     if where.url.startswith("http://") and ("illegal request line" in text.lower() or "WRONG_VERSION" in text):
         return ConnectTlsError("the worker answers only HTTPS on this port, and the call was sent as plain HTTP",
-                               where=where, hint="set use_tls=true (schema https) in this Connect cluster's "
-                                                 "connection, and `verify` to its CA file")
+                               untrusted=False, where=where,
+                               hint=f"set use_tls=true (schema https) in {where.connection_label}, and `verify` to its "
+                                    "CA file")
     refused = _refusal(exc) if isinstance(exc, httpx.ConnectError) else None
     # The same words from both transports (the async one says "Connect call failed ('127.0.0.1', 9)").
     reason = f"[Errno {refused.errno}] {os.strerror(refused.errno)}" if refused and refused.errno else str(exc)
@@ -295,7 +298,7 @@ class _Base:
 
     def where(self, call: Call[Any]) -> Where:
         return Where(url=self.settings.url, cluster=self.settings.name, method=call.method, path=call.path,
-                     call=call.describe(), user=self.settings.username)
+                     call=call.describe(), user=self.settings.username, connection=self.settings.connection)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.settings.url!r})"

@@ -33,6 +33,12 @@ class Where:
     path: str = ""
     call: str = ""  # the call in words: "GET status of connector A->B.MirrorSourceConnector"
     user: str | None = None  # the basic-auth user the call was sent as (never its password)
+    connection: str | None = None  # the connection the client's settings came from (id and where it was found)
+
+    @property
+    def connection_label(self) -> str:
+        """The connection a fix is made in: named when known."""
+        return cut(self.connection) if self.connection else "this Connect cluster's connection"
 
     @property
     def cluster_label(self) -> str:
@@ -72,9 +78,12 @@ class ConnectError(MirrorbookError):
         """What went wrong, as said after the place."""
         return self.reason() + (f" (after {self.attempts} attempts)" if self.attempts > 1 else "")
 
+    def headline(self) -> str:
+        """The error in one line, without its fix: the place, then what went wrong there."""
+        return f"{self.where}{self._after_place}{self.detail()}"
+
     def __str__(self) -> str:
-        text = f"{self.where}{self._after_place}{self.detail()}"
-        return f"{text}\n  fix: {self.hint}" if self.hint else text
+        return self.told(self.headline())
 
 
 class ConnectorNotFound(ConnectError):
@@ -114,14 +123,54 @@ class ConnectUnreachable(ConnectServerError):
         self.refused = refused
 
 
-class ConnectAuthRefused(ConnectError, Refused):
+class ConnectRefusal(ConnectError, Refused):
+    """Connect, or mirrorbook on its behalf, refused the call before anything happened: said refusal first — who
+    refused what (`refused`), then Connect's own words, then the call it was — so that whatever shows this error
+    (a task's failure, a flow's state, a precheck) leads with the cause. Repeating the call cannot help."""
+
+    def refused(self) -> str:
+        raise NotImplementedError
+
+    def why(self) -> str:
+        """What the refusal means, after Connect's words (empty: they say it)."""
+        return ""
+
+    def headline(self) -> str:
+        return (f"{self.refused()} ({self.reason()}{self.why()}), on "
+                f"{self.where.call or f'{self.method} {self.path}'.strip()}")
+
+
+class ConnectAuthRefused(ConnectRefusal):
     """401/403: the worker's REST authentication (e.g. BasicAuthSecurityRestExtension) refused the call.
     Nothing was changed, and repeating the call cannot help."""
 
+    def refused(self) -> str:
+        label, user = self.where.cluster_label, self.where.user
+        if user is None:
+            return f"{label} refused a call sent without credentials"
+        if self.status == 403:
+            return f"{label} refused basic-auth user {user!r}"
+        return f"{label} refused the credentials of basic-auth user {user!r}"
 
-class ConnectTlsError(ConnectError, Refused):
+    def why(self) -> str:
+        if self.status == 403:
+            return " — the user may not make this call"
+        return " — a wrong username or password" if self.where.user is not None else ""
+
+
+class ConnectTlsError(ConnectRefusal):
     """The TLS handshake failed (an untrusted certificate), or plain HTTP reached an HTTPS-only worker:
-    nothing was sent that could change anything, and repeating the call cannot help."""
+    nothing was sent that could change anything, and repeating the call cannot help. `untrusted`: mirrorbook
+    refused the worker's certificate (else the worker refused the plain-HTTP call)."""
+
+    def __init__(self, message: str, *, untrusted: bool = True, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.untrusted = untrusted
+
+    def refused(self) -> str:
+        if self.untrusted:
+            return f"mirrorbook refused the TLS certificate of {self.where.cluster_label}"
+        return f"{self.where.cluster_label} refused a plain-HTTP call"
 
 
 class ConnectDeadlineExceeded(ConnectError):
@@ -154,11 +203,10 @@ def from_response(status: int, body: object, where: Where) -> ConnectError:
     # message reaches a log line, an exception or the audit trail.
     message = cut(redact_text(message), MESSAGE_LIMIT) or f"HTTP {status}"
     kw = dict(status=status, where=where)
-    if status in (401, 403):
-        who = f"as basic-auth user {where.user!r}" if where.user else "without credentials"
+    if status in (401, 403):  # its headline says who was refused, and why (ConnectAuthRefused)
         return ConnectAuthRefused(
-            f"{message} (sent {who}: {'the worker refused the username or password' if status == 401 else 'the user may not make this call'})",
-            hint="set the login/password of this Connect cluster's connection to a user in the worker's "
+            message,
+            hint=f"set the login/password of {where.connection_label} to a user in the worker's "
                  "basic-auth user file (Connect's PropertyFileLoginModule)", **kw)
     if status == 404:
         return ConnectorNotFound(message, **kw)

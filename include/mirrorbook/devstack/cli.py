@@ -100,6 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ld.add_argument("--partitions", type=int, default=3)
     ld.add_argument("--records", type=int, default=1000, help="records per partition")
     ld.add_argument("--pad", type=int, default=0, help="extra bytes per value")
+    ld.add_argument("--transactions", type=int, default=0, metavar="N",
+                    help="write in N transactions of --records records per partition each (an exactly-once "
+                         "producer: markers take offsets)")
+    ld.add_argument("--abort-every", type=int, default=0, metavar="K", help="with --transactions: abort every K-th")
     ld.add_argument("--group", action="append", default=[], metavar="NAME=POS",
                     help="park a group: end | end-N | N | begin | none (repeatable)")
     ld.set_defaults(func=cmd_load)
@@ -218,7 +222,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         target = DevStack(args.run_dir).require().kafka_config(args.cluster, "app")
     topics = args.topic_names or [f"{args.prefix}-{i}" for i in range(args.topics)]
     report = load(target, topics, args.partitions, args.records, [GroupSpec.parse(g) for g in args.group],
-                  pad=args.pad)
+                  pad=args.pad, transactions=args.transactions, abort_every=args.abort_every)
     print(report.model_dump_json(indent=2))
     return 0
 

@@ -255,6 +255,8 @@ ACLS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
     # The workload: creates and writes its topics, consumes and parks its groups.
     ("app", "TOPIC", "*", "LITERAL", ("DESCRIBE", "READ", "WRITE", "CREATE")),
     ("app", "GROUP", "*", "LITERAL", ("DESCRIBE", "READ")),
+    # ... and writes in transactions (`load --transactions`: an exactly-once producer's markers and aborts).
+    ("app", "TRANSACTIONAL_ID", "mirrorbook-workload", "PREFIXED", ("DESCRIBE", "WRITE")),
 ]
 
 

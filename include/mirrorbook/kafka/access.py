@@ -108,8 +108,8 @@ def classify(errors: list[KafkaError], who: Who, lines: list[str] = ()) -> Acces
         if "certificate verify failed" in text or (err.name() == "_SSL" and "certificate" in text):
             trust = f"the CA in ssl.ca.location ({who.ca})" if who.ca else "the system's CA certificates"
             return AccessDenied(
-                f"{who.cluster}: TLS handshake failed — the broker's certificate is not trusted by {trust} "
-                f"(principal {who.principal} never got to authenticate)",
+                f"mirrorbook refused the TLS certificate of {who.cluster}: the broker's certificate is not trusted "
+                f"by {trust}, so the TLS handshake failed (principal {who.principal} never got to authenticate)",
                 "set ssl.ca.location in this cluster's connection to the CA file that signed the brokers' "
                 "certificates")
     # A TLS listener closes a plaintext client's connection at its first request (librdkafka: "closed by peer …

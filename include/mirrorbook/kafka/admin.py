@@ -12,7 +12,8 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicCollection,
+                             TopicPartition)
 from confluent_kafka.admin import (
     AdminClient,
     ClusterMetadata,
@@ -100,9 +101,10 @@ class KafkaAdmin:
     """Admin client for one cluster. `config` is librdkafka config (bootstrap.servers, security, SASL)."""
 
     def __init__(self, config: str | Mapping[str, Any], request_timeout_s: float = 15.0,
-                 name: str | None = None) -> None:
+                 name: str | None = None, retry_deadline_s: float = 15.0) -> None:
         self.config = client_config(config)
         self.timeout = request_timeout_s
+        self.retry_deadline_s = retry_deadline_s  # how long a retriable error is retried (a poller wants it short)
         self.who = access.Who.of(self.config, name)  # how refusals name this client (cluster alias, principal)
         self._reports = access.Reports(self.config)  # what librdkafka reports of this client: see `access`
         self._client = _Once()  # shared with per-pass views: a client renewed by one is renewed for all
@@ -240,20 +242,31 @@ class KafkaAdmin:
         return self._retrying(attempt, "describe topics")
 
     # -- offsets ------------------------------------------------------------------------------------
-    def _list_offsets(self, tps: list[TP], spec: OffsetSpec, isolation: IsolationLevel) -> dict[TP, int]:
+    def _list_offsets(self, tps: list[TP], spec: OffsetSpec, isolation: IsolationLevel,
+                      at_least: int = 0) -> dict[TP, int]:
+        """Offsets per partition, each `at_least` this (-1: offsets-for-times found no record that recent). An
+        answer below it is no offset — librdkafka has been seen to give -1001 (invalid) without an error for every
+        partition of a busy broker, poll after poll — and is asked again through a new client, as a retriable
+        error, within the deadline."""
         if not tps:
             return {}
         req = {TopicPartition(tp.topic, tp.partition): spec for tp in tps}
 
         def attempt() -> dict[TP, int]:
             futures = self.client.list_offsets(req, isolation_level=isolation, request_timeout=self.timeout)
-            return {TP(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+            out = {TP(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+            invalid = sorted(str(tp) for tp, o in out.items() if o < at_least)
+            if invalid:
+                self._client.forget()  # the next attempt asks through a new client
+                raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, retriable=True, reason=(
+                    f"no offset in the answer for {len(invalid)} partition(s), e.g. {', '.join(invalid[:3])}")))
+            return out
 
         return self._retrying(attempt, "list offsets")
 
-    def _retrying(self, fn: Any, what: str, deadline_s: float = 15.0) -> Any:
+    def _retrying(self, fn: Any, what: str, deadline_s: float | None = None) -> Any:
         """Repeat `fn` while the broker answers a retriable error (leader moving, metadata not yet there)."""
-        deadline = time.monotonic() + deadline_s
+        deadline = time.monotonic() + (self.retry_deadline_s if deadline_s is None else deadline_s)
         delay = 0.1
         while True:
             try:
@@ -284,10 +297,16 @@ class KafkaAdmin:
     def high_watermarks(self, tps: Iterable[TP]) -> dict[TP, int]:
         return self._list_offsets(list(tps), OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
 
+    def last_stable_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Each partition's last stable offset: the end as a read_committed consumer sees it (below an open
+        transaction's first offset; the high watermark when none is open)."""
+        return self._list_offsets(list(tps), OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+
     def offsets_for_times(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int]:
         """Per partition, the first offset whose record timestamp is at or after `timestamp_ms` (Kafka's
         offsetsForTimes, one batch); -1 where no record is that recent."""
-        return self._list_offsets(list(tps), OffsetSpec.for_timestamp(timestamp_ms), IsolationLevel.READ_UNCOMMITTED)
+        return self._list_offsets(list(tps), OffsetSpec.for_timestamp(timestamp_ms), IsolationLevel.READ_UNCOMMITTED,
+                                  at_least=-1)
 
     # -- groups -------------------------------------------------------------------------------------
     def list_groups(self) -> dict[str, str]:

@@ -1,19 +1,19 @@
 """Reading partitions between two offsets without a consumer group (assign, never subscribe/commit).
 
-Used for MM2's internal topics (read to their end), for precise translation windows, and by tests
-that prove what a consumer would see.
+Used for MM2's internal topics (read to their end), for precise translation windows, for counting records
+(`kafka.records`), and by tests that prove what a consumer would see.
 
-Isolation: librdkafka reads `read_committed` unless told otherwise — records of aborted transactions are not
-returned (nor are commit/abort markers, ever). A reader that must see what another client saw passes that
-client's level: precise translation reads a source as MM2's source consumer does (`read_uncommitted`, the
-Java consumer's default: MM2 copies aborted records as plain ones).
+Isolation: `read_committed` (librdkafka's default, and what a consumer of a transactional topic uses) yields
+committed records only, and never reads past the last stable offset (an open transaction); `read_uncommitted`
+yields aborted records too (what MirrorMaker 2's source consumer reads unless told otherwise). Neither yields
+transaction markers: they take offsets but are never records.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Literal, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
@@ -26,16 +26,16 @@ class ReadTimeout(MirrorbookError):
     pass
 
 
-ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
-
-
 def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
     return Consumer(client_config(config, **{
         "group.id": f"mirrorbook-reader-{uuid.uuid4().hex[:8]}",  # required by librdkafka; never committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
-        "enable.partition.eof": False,
+        # The end of a partition is an event: a range whose last offsets are transaction markers (or aborted
+        # records, read_committed) holds no record at or past its last offset, and a consumer that returned
+        # nothing has no position to compare with its end — the end-of-partition event's offset is that end.
+        "enable.partition.eof": True,
         "fetch.max.bytes": 16 * 1024 * 1024,
         "queued.max.messages.kbytes": 65536,
         # Bulk reads to a known end: prefetch deep, and never let the broker hold a fetch at the tail.
@@ -45,21 +45,23 @@ def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
     }))
 
 
+Isolation = Literal["read_committed", "read_uncommitted"]
+
+
 def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, int]], *,
-                timeout_s: float = 60.0, batch: int = 5000, isolation: str | None = None) -> Iterator[Message]:
+                timeout_s: float = 60.0, batch: int = 5000,
+                isolation: Isolation = "read_committed") -> Iterator[Message]:
     """Yield every record with start <= offset < end for each partition, in offset order per partition.
 
-    Offsets missing from a partition (compaction, transaction markers, with `read_committed` aborted records)
-    are simply not yielded; the read ends per partition once a record at or past `end - 1` was seen or the
-    position reaches `end`. `isolation`: "read_committed" (librdkafka's default when None) or
-    "read_uncommitted".
+    Offsets missing from a partition (compaction, transaction markers, aborted records read_committed) are
+    simply not yielded; the read ends per partition once a record at or past `end - 1` was seen, or the
+    position or the partition's end (as this isolation level sees it) reaches `end`. Read committed, a range
+    past the last stable offset waits for the open transaction (up to `timeout_s`): clip it first.
     """
     pending = {tp: (s, e) for tp, (s, e) in ranges.items() if e > s}
     if not pending:
         return
-    if isolation is not None and isolation not in ISOLATION_LEVELS:
-        raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
-    consumer = _consumer(config, **({"isolation.level": isolation} if isolation else {}))
+    consumer = _consumer(config, **{"isolation.level": isolation})
     try:
         consumer.assign([TopicPartition(tp.topic, tp.partition, max(s, 0)) for tp, (s, _) in pending.items()])
         deadline = time.monotonic() + timeout_s
@@ -70,6 +72,9 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
             for m in msgs:
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
+                        eof = TP(m.topic(), m.partition())
+                        if eof in pending and m.offset() >= pending[eof][1]:
+                            pending.pop(eof, None)
                         continue
                     raise MirrorbookError(f"reading {m.topic()}-{m.partition()}: {m.error().str()}")
                 key = (m.topic(), m.partition())  # a plain tuple finds a TP key (a million a read: no TP made)
@@ -112,4 +117,4 @@ def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: fl
     yield from read_ranges(config, ranges, timeout_s=timeout_s, isolation=isolation)
 
 
-__all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING", "ISOLATION_LEVELS"]
+__all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING", "Isolation"]

@@ -7,6 +7,7 @@ import json
 from typing import Any, get_args
 
 from mirrorbook.clients import Clients, cli_clients
+from mirrorbook.connections import PRECEDENCE_HELP, ConnectionInvalid
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.mm2 import Translation
@@ -21,7 +22,8 @@ PING_TIMEOUT_S = 5.0  # the source is read only if it answers within this
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("translate", help="translate consumer-group offsets of a flow to its target cluster")
+    p = sub.add_parser("translate", help="translate consumer-group offsets of a flow to its target cluster",
+                       epilog=PRECEDENCE_HELP)
     p.add_argument("--flow", required=True, help="flow name from the topology, e.g. A->B")
     p.add_argument("--groups", help="consumer groups (regex, whole id must match); default: the flow's managed groups")
     p.add_argument("--mode", choices=get_args(Translation), default="mm2",
@@ -31,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where the flow's offset-syncs topic lives (MM2's offset-syncs.topic.location); "
                         "default: what the flow's replication backend says")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or include/topology.yaml)")
+    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or the package's example)")
     p.set_defaults(func=cmd_translate)
 
 
@@ -74,6 +76,8 @@ def _unreadable(clients: Clients, alias: str) -> str | None:
     """Why the cluster cannot be read now, or None when it answers."""
     try:
         admin = KafkaAdmin(clients.kafka_config(alias))
+    except ConnectionInvalid:  # a connection is defined, and wrong: said as it is
+        raise
     except MirrorbookError:  # no address, and no connection naming one
         return "no bootstrap_servers in the topology"
     return None if admin.ping(timeout_s=PING_TIMEOUT_S) else f"{admin.bootstrap} does not answer"

@@ -13,12 +13,21 @@ where `enabled` is the `A->B.enabled` setting; on Connect there is no such switc
 state = DISABLED if not enabled; REPLICATING if allConnectorsRunning and sourceTaskRunning;
 CONCERNING if sourceTaskRunning but not allConnectorsRunning; NOT_REPLICATING otherwise.
 
+UNKNOWN is mirrorbook's, not the KIP's: the flow's connectors could not be read (Connect did not answer, refused
+mirrorbook's credentials, or mirrorbook refused its TLS certificate). The KIP's formula needs the flags, and a
+dedicated MM2's REST API answers about itself — it never has to describe a herder it cannot reach. On Connect the
+flags come from another process, so they can be unknown; the formula would then say DISABLED (not `enabled`), a
+state the flow is not in, and a runbook or an alert would act on it. So the flags are null (not known), the state
+is UNKNOWN, and the reason (`FlowStatus.unreadable`) is said before anything else about the flow (`describe`).
+
 Replication lag per partition = the records the source still holds that the source connector has not
-replicated: source high watermark - max(its committed offset + 1, the source log start). Connect commits
-source offsets every `offset.flush.interval.ms`, so lag trails by up to that. A partition the connector has
-not committed anything for lags by its whole retained range. Records deleted (retention, delete-records)
-before MM2 read them are no lag — MM2 will never read them: the health check counts them as DATA_LOSS
-(`runbooks/health/loss.py`), and a drained-replication gate does not wait for them.
+replicated, in source offsets [max(its committed offset + 1, the source log start), high watermark) — counted
+as records, not offsets (`mm2/lag.py`: transaction markers and aborted records take offsets; a range is read
+only where its offsets exceed what the caller needs to know). Connect commits source offsets every
+`offset.flush.interval.ms`, so lag trails by up to that. A partition the connector has not committed anything
+for lags by its whole retained range. Records deleted (retention, delete-records) before MM2 read them are no
+lag — MM2 will never read them: the health check counts them as DATA_LOSS (`runbooks/health/loss.py`), and a
+drained-replication gate does not wait for them.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from mirrorbook.clients import Clients
 from mirrorbook.connect import AsyncConnectClient, ConnectError
 from mirrorbook.connect.models import ConnectorOffsets, ConnectorStatus, ConnectorView
+from mirrorbook.errors import Refused
 from mirrorbook.kafka.types import TP
+from mirrorbook.mm2.lag import count_lag
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
@@ -43,21 +54,28 @@ class FlowState(str, Enum):
     REPLICATING = "REPLICATING"
     CONCERNING = "CONCERNING"
     NOT_REPLICATING = "NOT_REPLICATING"
+    UNKNOWN = "UNKNOWN"  # mirrorbook's: the connectors could not be read (see the module docstring)
 
 
-# The same states as the choices of a form field (a Literal made from the enum, so they cannot drift).
-FlowStateName = Literal[tuple(s.value for s in FlowState)]  # type: ignore[valid-type]
+# The KIP's four states: what a flow can be required to be (the choices of a form field, a Literal made from the
+# enum so that they cannot drift). UNKNOWN is no state to require.
+KIP1144_STATES = tuple(s.value for s in FlowState if s is not FlowState.UNKNOWN)
+FlowStateName = Literal[KIP1144_STATES]  # type: ignore[valid-type]
 
 
 class DetailedState(BaseModel):
+    """The KIP's flags; null (None) when the connectors could not be read."""
+
     model_config = ConfigDict(populate_by_name=True)
-    enabled: bool
-    ready: bool
-    all_connectors_running: bool = Field(alias="allConnectorsRunning")
-    source_task_running: bool = Field(alias="sourceTaskRunning")
+    enabled: bool | None
+    ready: bool | None
+    all_connectors_running: bool | None = Field(alias="allConnectorsRunning")
+    source_task_running: bool | None = Field(alias="sourceTaskRunning")
 
     def state(self) -> FlowState:
-        """The KIP-1144 formula, verbatim."""
+        """The KIP-1144 formula, verbatim — on flags that are known; UNKNOWN where they are not."""
+        if None in (self.enabled, self.all_connectors_running, self.source_task_running):
+            return FlowState.UNKNOWN
         if not self.enabled:
             return FlowState.DISABLED
         if self.all_connectors_running and self.source_task_running:
@@ -67,11 +85,25 @@ class DetailedState(BaseModel):
         return FlowState.NOT_REPLICATING
 
 
+class Unreadable(BaseModel):
+    """Why a flow's connectors could not be read: the cause every message showing the flow leads with."""
+
+    cause: str  # one line, refusal first: "Connect cluster B (…) refused the credentials of basic-auth user …"
+    fix: str | None = None
+    refused: bool = False  # refused (credentials, TLS): asking again cannot help, unlike a worker not answering
+
+    @classmethod
+    def of(cls, exc: Exception) -> Unreadable:
+        if isinstance(exc, ConnectError):
+            return cls(cause=exc.headline(), fix=exc.hint, refused=isinstance(exc, Refused))
+        return cls(cause=f"{type(exc).__name__}: {exc}", refused=isinstance(exc, Refused))
+
+
 class ConnectorSummary(BaseModel):
     name: str
     role: str
     connector_class: str
-    state: str  # Connect's state, or MISSING (404) / UNREACHABLE (no answer)
+    state: str  # Connect's state, or MISSING (404) / UNKNOWN (Connect could not be read: `trace` says why)
     tasks_running: int = 0
     tasks: list[str] = []
     worker_id: str | None = None
@@ -84,8 +116,15 @@ class PartitionLag(BaseModel):
     remote_topic: str
     high_watermark: int
     replicated_offset: int | None  # last upstream offset the source connector committed
-    lag: int
+    lag: int  # records not replicated yet: at most this many (exactly, when `lag_low` equals it)
     log_start: int | None = None  # the source partition's log start offset (None: not read)
+    offset_lag: int | None = None  # the same range in offsets (markers and aborted records included)
+    lag_low: int | None = None  # at least this many records (None: a sample older than records counting)
+
+    @property
+    def lag_exact(self) -> bool:
+        """Whether `lag` is the count itself (a row made before counting in records says nothing more)."""
+        return self.lag_low is None or self.lag_low == self.lag
 
 
 class FlowStatus(BaseModel):
@@ -101,8 +140,23 @@ class FlowStatus(BaseModel):
     lag: list[PartitionLag] = []
     total_lag: int = 0
     max_lag: int = 0
-    errors: list[str] = []
+    errors: list[str] = []  # what could not be read, the cause of an UNKNOWN state first
+    unreadable: Unreadable | None = None  # set when the state is UNKNOWN
     observed_at: float = Field(default_factory=time.time)
+
+    def describe(self, required: str | None = None, errors: bool = True) -> str:
+        """The flow's state in words, the cause first: a flow whose connectors could not be read begins with
+        what refused (or did not answer), and only then says that the flow is UNKNOWN. `required`: the state
+        it had to be in; `errors`: also what else could not be read (always, for an UNKNOWN flow)."""
+        want = f" (required {required})" if required else ""
+        if self.unreadable is not None:
+            rest = [e for e in self.errors if e != self.unreadable.cause]
+            return (f"{self.unreadable.cause}; so flow {self.flow} is {self.state.value}{want}: its connectors could "
+                    "not be read" + (f"; {'; '.join(rest)}" if rest else ""))
+        parts = ", ".join(f"{c.role} {c.state} ({c.tasks_running} task(s) running"
+                          + (f", tasks {'/'.join(c.tasks)}" if c.tasks else "") + ")" for c in self.connectors.values())
+        return f"flow {self.flow} is {self.state.value}{want}: {parts}" + (
+            f"; {'; '.join(self.errors)}" if errors and self.errors else "")
 
     def metrics(self) -> dict[str, Any]:
         """The sample the health check keeps in the audit's metrics history (the RPO estimate reads it)."""
@@ -112,7 +166,8 @@ class FlowStatus(BaseModel):
             "total_lag": self.total_lag,
             "max_lag": self.max_lag,
             "partitions": [{"topic": p.topic, "partition": p.partition, "high_watermark": p.high_watermark,
-                            "replicated_offset": p.replicated_offset, "lag": p.lag, "log_start": p.log_start}
+                            "replicated_offset": p.replicated_offset, "lag": p.lag, "log_start": p.log_start,
+                            "offset_lag": p.offset_lag, "lag_low": p.lag_low}
                            for p in self.lag],
             "errors": self.errors,
         }
@@ -166,7 +221,7 @@ def summarize_connectors(flow: FlowSpec, views: dict[str, ConnectorView] | None,
     for role, name in flow.connectors.items():
         cls = CONNECTOR_CLASSES[role]
         if views is None:
-            out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state="UNREACHABLE",
+            out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state="UNKNOWN",
                                          trace=connect_error)
             continue
         view = views.get(name)
@@ -183,11 +238,12 @@ def summarize_connectors(flow: FlowSpec, views: dict[str, ConnectorView] | None,
 
 
 def detailed_state(connectors: dict[str, ConnectorSummary], connect_ok: bool) -> DetailedState:
+    if not connect_ok:  # nothing is known of the connectors: no flag is false, none true
+        return DetailedState(enabled=None, ready=None, all_connectors_running=None, source_task_running=None)
     source = connectors["source"]
-    present = connect_ok and all(c.state not in ("MISSING", "UNREACHABLE") for c in connectors.values())
     return DetailedState(
-        enabled=source.state not in ("MISSING", "UNREACHABLE", "STOPPED"),
-        ready=present,
+        enabled=source.state not in ("MISSING", "STOPPED"),
+        ready=all(c.state != "MISSING" for c in connectors.values()),
         all_connectors_running=all(c.state == "RUNNING" for c in connectors.values()),
         source_task_running=source.tasks_running > 0,
     )
@@ -210,29 +266,37 @@ def replicated_topics(flow: FlowSpec, target_topics: list[str], source_offsets_t
 
 def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP, int],
                 lows: dict[TP, int]) -> list[PartitionLag]:
-    policy = ReplicationPolicy.for_flow(flow)
-    committed: dict[TP, int | None] = {}
+    committed: dict[TP, int] = {}
     for entry in offsets.offsets if offsets else []:
         p = entry.partition
         if p.get("cluster") != flow.source or entry.offset is None:
             continue
         committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
+    return lag_rows(flow, committed, highs, lows)
+
+
+def lag_rows(flow: FlowSpec, committed: dict[TP, int], highs: dict[TP, int], lows: dict[TP, int]) -> list[PartitionLag]:
+    """Each source partition of `highs` against the connector's last replicated offset (`committed`), by offsets."""
+    policy = ReplicationPolicy.for_flow(flow)
     rows = []
     for tp, high in sorted(highs.items()):
         done, low = committed.get(tp), lows.get(tp, 0)
-        lag = high - max(done + 1, low) if done is not None else high - low
+        lag = max(0, high - max(done + 1, low) if done is not None else high - low)
+        # By offsets: exact at 0, else an upper bound until `mm2.lag.count_lag` reads the range.
         rows.append(PartitionLag(topic=tp.topic, partition=tp.partition,
                                  remote_topic=policy.format_remote_topic(flow.source, tp.topic),
-                                 high_watermark=high, replicated_offset=done, lag=max(lag, 0),
-                                 log_start=lows.get(tp)))
+                                 high_watermark=high, replicated_offset=done, lag=lag, log_start=lows.get(tp),
+                                 offset_lag=lag, lag_low=0))
     return rows
 
 
 # -- fetching --------------------------------------------------------------------------------------
 
 async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True,
-                            connect: AsyncConnectClient | None = None) -> FlowStatus:
-    """Everything a flow's status needs, fetched concurrently (Connect and both clusters at once)."""
+                            connect: AsyncConnectClient | None = None, count_above: int = 0) -> FlowStatus:
+    """Everything a flow's status needs, fetched concurrently (Connect and both clusters at once). Lag is
+    counted in records wherever its offsets exceed `count_above` (a gate's max_lag: within it by offsets is
+    within it by records)."""
     own = connect is None
     client = connect or clients.async_connect(flow)
     errors: list[str] = []
@@ -242,12 +306,12 @@ async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool 
         target_task = asyncio.to_thread(_target_view, clients, flow.target)
         source_task = asyncio.to_thread(_source_topics, clients, flow.source) if with_lag else None
         views: dict[str, ConnectorView] | None
+        unreadable: Unreadable | None = None
         try:
             views = await views_task
-            connect_error = None
         except ConnectError as exc:
-            views, connect_error = None, str(exc)
-            errors.append(f"Connect {flow.connect_cluster}: {exc.message}")
+            views, unreadable = None, Unreadable.of(exc)
+            errors.append(unreadable.cause)  # first: the cause leads
         offsets = None
         if offsets_task is not None:
             try:
@@ -261,28 +325,33 @@ async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool 
         if own:
             await client.close()
 
-    connectors = summarize_connectors(flow, views, connect_error)
+    connectors = summarize_connectors(flow, views, unreadable.cause if unreadable else None)
     detail = detailed_state(connectors, views is not None)
     offsets_topics = {e.partition.get("topic") for e in (offsets.offsets if offsets else [])}
     topics = replicated_topics(flow, target_topics, offsets_topics)
     lag: list[PartitionLag] = []
-    if with_lag and source_parts is not None:
+    # Lag needs the source connector's offsets: with Connect unreadable it is not known (and not shown as a figure).
+    if with_lag and source_parts is not None and views is not None:
         highs, lows = source_parts
         policy = ReplicationPolicy.for_flow(flow)
         mirrored = {tp for tp in highs if policy.format_remote_topic(flow.source, tp.topic) in set(topics)
                     or tp.topic in offsets_topics}
         lag = compute_lag(flow, offsets, {tp: h for tp, h in highs.items() if tp in mirrored}, lows)
+        lag = await _guard(asyncio.to_thread(count_lag, clients.admin(flow.source), lag, above=count_above),
+                           errors, f"records of cluster {flow.source} (lag by offsets shown)", lag)
     return FlowStatus(flow=flow.name, source=flow.source, target=flow.target, connect_cluster=flow.connect_cluster,
                       state=detail.state(), detailed_state=detail, connectors=connectors,
                       replicated_topics=topics, kafka_cluster_id=cluster_id, lag=lag,
-                      total_lag=sum(p.lag for p in lag), max_lag=max((p.lag for p in lag), default=0), errors=errors)
+                      total_lag=sum(p.lag for p in lag), max_lag=max((p.lag for p in lag), default=0), errors=errors,
+                      unreadable=unreadable)
 
 
 async def _guard(aw: Any, errors: list[str], what: str, default: Any) -> Any:
     try:
         return await aw
     except Exception as exc:  # a down cluster must not hide the rest of the status
-        errors.append(f"{what}: {exc}")
+        # A refusal names its cluster and leads with who refused what: said as it is.
+        errors.append(str(exc) if isinstance(exc, Refused) else f"{what}: {exc}")
         return default
 
 
@@ -299,8 +368,8 @@ def _source_topics(clients: Clients, alias: str) -> tuple[dict[TP, int], dict[TP
     return {tp: w.high for tp, w in marks.items()}, {tp: w.low for tp, w in marks.items()}
 
 
-def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True) -> FlowStatus:
-    return asyncio.run(async_flow_status(clients, flow, with_lag=with_lag))
+def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True, count_above: int = 0) -> FlowStatus:
+    return asyncio.run(async_flow_status(clients, flow, with_lag=with_lag, count_above=count_above))
 
 
 class _SharedListing:

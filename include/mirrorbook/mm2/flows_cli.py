@@ -7,13 +7,15 @@ import asyncio
 import json
 
 from mirrorbook.clients import cli_clients
+from mirrorbook.connections import PRECEDENCE_HELP
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.replication import all_status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("flows", help="flows with KIP-1144 state, connector/task states and replication lag")
-    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or include/topology.yaml)")
+    p = sub.add_parser("flows", help="flows with KIP-1144 state, connector/task states and replication lag",
+                       epilog=PRECEDENCE_HELP)
+    p.add_argument("--topology", help="topology file (default: $MIRRORBOOK_TOPOLOGY or the package's example)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--partitions", action="store_true", help="also print lag per partition")
     p.set_defaults(func=cmd_flows)
@@ -26,11 +28,14 @@ def render(statuses: list[FlowStatus], partitions: bool = False) -> str:
     for s in statuses:
         c = s.connectors
         tasks = "/".join(str(c[r].tasks_running) for r in ("source", "checkpoint", "heartbeat"))
+        known = s.unreadable is None  # an UNKNOWN flow's lag is not known: never shown as a figure
         lines.append(f"{s.flow:<10} {s.state.value:<16} {c['source'].state:<12} {c['checkpoint'].state:<12} "
-                     f"{c['heartbeat'].state:<12} {tasks:<7} {s.total_lag:>8} {s.max_lag:>6}  "
-                     f"{len(s.replicated_topics)}")
-        for err in s.errors:
+                     f"{c['heartbeat'].state:<12} {tasks if known else '?':<7} {s.total_lag if known else '?':>8} "
+                     f"{s.max_lag if known else '?':>6}  {len(s.replicated_topics)}")
+        for err in s.errors:  # the cause of an UNKNOWN state first
             lines.append(f"{'':<10} ! {err}")
+        if s.unreadable is not None and s.unreadable.fix:
+            lines.append(f"{'':<10}   fix: {s.unreadable.fix}")
         if partitions:
             for p in s.lag:
                 lines.append(f"{'':<10}   {p.topic}-{p.partition} -> {p.remote_topic}: hw={p.high_watermark} "

@@ -12,12 +12,14 @@ once it is reachable again:
   is the newest copy MM2 wrote before the flow was stopped; MM2 copies a partition in order, so every
   source record up to that record's original reached the target, and none after it.
 - the original is found by content (key, value, headers, timestamp — what MM2 copies) among the source
-  records from `replicated` on: exactly one match in the fully read range proves it (`unique-match`).
+  records from `replicated` on, aborted ones included (MM2's default source consumer copies them): exactly one
+  match in the fully read range proves it (`unique-match`).
 - `cutoff`: the first source offset whose timestamp is at or after the failover's start (Kafka's
   offsets-for-times; the log end when none is). Records from there on were written after the failover
   began (stragglers, or producers that reconnected once the source returned): not failover loss.
 
-The loss is the records in (original, cutoff). Counted exactly where they were read; the source's log
+The loss is the committed records in (original, cutoff) — transaction markers and aborted records take offsets
+and are no loss. Counted exactly where they were read; the source's log
 start above the original (retention or compaction deleted records since) and ranges too long to read
 leave a bounded count (`Count`), never a guess. Anything unproven (no copy on the target to look for,
 the copy not found, found twice) bounds the figure by Connect's offset and says why.
@@ -25,9 +27,12 @@ the copy not found, found twice) bounds the figure by Connect's offset and says 
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from pydantic import BaseModel
 
 from mirrorbook.mm2.counts import Count
+from mirrorbook.mm2.lag import read_part
 from mirrorbook.mm2.precise import Marks, PartitionData, Rec
 
 MAX_READ = 100_000  # source records read per partition; beyond, the count is bounded by offsets
@@ -47,6 +52,24 @@ class PartitionLoss(BaseModel):
     cutoff: int              # the first source offset written at or after the failover's start
     rule: str
     note: str | None = None
+
+
+def unreplicated_at_least(row: Mapping[str, Any], replicated: int) -> int:
+    """A lower bound, with the source gone, of one partition's records that never reached the target: those a
+    sample of the partition saw on the source (`row`: its end offset then and the records counted from the
+    connector's next offset on, `mm2/lag.py`) beyond `replicated`, Connect's last replicated offset now.
+
+    Of n records counted in source offsets [s, e), at least n - (the offsets of [s, e) at or below
+    `replicated`) lie beyond it (one record per offset at most): a true lower bound however many of its offsets
+    are transaction markers or aborted records. A row sampled before lag was counted in records is counted by
+    offsets, as it was."""
+    part = read_part(row)
+    if part is None:
+        if row.get("offset_lag") is not None:
+            return 0  # counted, and nothing read: nothing proven
+        return max(0, int(row["high_watermark"]) - 1 - replicated)
+    s, e, n = part
+    return max(0, n - max(0, min(replicated + 1, e) - s))
 
 
 def search_range(at: AtFailover, marks: Marks, cutoff: int) -> tuple[int, int]:
@@ -72,9 +95,12 @@ def records_after(offset: int, source: PartitionData, marks: Marks, cutoff: int)
 
 
 def partition_loss(at: AtFailover, last_copy: Rec | None, source: PartitionData, marks: Marks,
-                   cutoff: int) -> PartitionLoss:
+                   cutoff: int, copied: PartitionData | None = None) -> PartitionLoss:
     """One source partition's loss, from what the failover kept, the target's newest copy at the failover
-    (None: unreadable or none) and the source records read in `search_range`."""
+    (None: unreadable or none) and the source records read in `search_range`: `source` read committed (what is
+    counted: aborted records are no loss), `copied` read uncommitted (where the newest copy's original is looked
+    for: MM2's default source consumer copies aborted records too, so the newest copy may be one of them).
+    Without `copied`, the original is looked for among `source`."""
     cutoff = marks.high if cutoff < 0 else cutoff
 
     def loss(reached: int | None, records: Count, rule: str, note: str | None = None) -> PartitionLoss:
@@ -88,11 +114,12 @@ def partition_loss(at: AtFailover, last_copy: Rec | None, source: PartitionData,
                     f"the target's newest copy (below offset {at.target_end}) could not be read: bounded by "
                     f"Connect's replicated offset {at.replicated}")
     start, end = search_range(at, marks, cutoff)
-    matches = [r.offset for r in source.slice(start, end) if r.content == last_copy.content]
+    among = copied if copied is not None else source
+    matches = [r.offset for r in among.slice(start, end) if r.content == last_copy.content]
     # The original lies in [Connect's offset, cutoff): it may also be below the log start (deleted since) or
     # past what was read.
     deleted = marks.low > max(at.replicated, 0)
-    read_to_end = end >= min(cutoff, marks.high) and source.covers(start, end)
+    read_to_end = end >= min(cutoff, marks.high) and among.covers(start, end) and source.covers(start, end)
     if len(matches) == 1 and read_to_end and not deleted:
         return loss(matches[0], records_after(matches[0], source, marks, cutoff), UNIQUE)
     if not matches:

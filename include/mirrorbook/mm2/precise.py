@@ -70,7 +70,7 @@ from confluent_kafka import Message
 from pydantic import BaseModel
 
 from mirrorbook.kafka.admin import KafkaAdmin
-from mirrorbook.kafka.reader import read_ranges
+from mirrorbook.kafka.reader import Isolation, read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import (Config, OffsetSyncsLocation, read_checkpoints, read_offset_syncs)
 from mirrorbook.mm2.counts import ZERO, Count, total
@@ -89,7 +89,7 @@ MAX_WINDOW = 100_000  # source offsets a chain reaches from its anchor; beyond, 
 MERGE_GAP = 2_000     # read two ranges of a partition as one when they are this close
 # MM2's source consumer reads at the Java consumer's default isolation level unless the flow sets another
 # (`consumer.isolation.level` / `source.consumer.isolation.level`): it copies aborted records too.
-MM2_SOURCE_ISOLATION = "read_uncommitted"
+MM2_SOURCE_ISOLATION: Isolation = "read_uncommitted"
 
 
 class Rec(NamedTuple):
@@ -737,7 +737,7 @@ def merge_ranges(ranges: Iterable[tuple[int, int]], gap: int = MERGE_GAP) -> lis
 
 
 def read_partitions(config: Config, wanted: Mapping[TP, Iterable[tuple[int, int]]], *,
-                    timeout_s: float = 60.0, isolation: str | None = None) -> dict[TP, PartitionData]:
+                    timeout_s: float = 60.0, isolation: Isolation = "read_committed") -> dict[TP, PartitionData]:
     """Read every wanted range once: ranges of a partition are merged, then read in rounds (one per
     range index), all partitions of a round through one consumer. `isolation`: see `read_ranges`."""
     merged = {tp: merge_ranges(r) for tp, r in wanted.items()}
@@ -790,7 +790,7 @@ def translate_precise(source: Config, target: Config, source_alias: str, target_
                       offset_syncs_location: OffsetSyncsLocation = "source",
                       committed: Mapping[str, Mapping[TP, int]] | None = None,
                       max_window: int = MAX_WINDOW, timeout_s: float = 60.0,
-                      source_isolation: str = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all") -> PreciseReport:
+                      source_isolation: Isolation = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all") -> PreciseReport:
     """Precise translation of every group matching `groups_regex` from `source` to `target`.
 
     `committed` (group → source partition → offset) defaults to the groups' committed offsets on
@@ -828,7 +828,7 @@ class _Pair(NamedTuple):
 def translate_items(source: Config, target: Config, items: Sequence[Item],
                     syncs: Mapping[TP, Sequence[OffsetSync]], src_admin: KafkaAdmin, tgt_admin: KafkaAdmin, *,
                     max_window: int = MAX_WINDOW, timeout_s: float = 60.0,
-                    source_isolation: str = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all",
+                    source_isolation: Isolation = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all",
                     source_marks: Mapping[TP, Marks] | None = None, target_marks: Mapping[TP, Marks] | None = None
                     ) -> list[PartitionTranslation]:
     """The rows of `items` (in their order), partition by partition: one read of each range a partition's groups

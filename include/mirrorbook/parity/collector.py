@@ -53,6 +53,7 @@ class RecordRange(_Row):
     source_end: NonNeg | None = None
     target_start: NonNeg | None = None
     target_end: NonNeg | None = None
+    source_stable_end: NonNeg | None = None  # set: the source carries transactions (its last stable offset)
 
 
 class GroupBoundary(_Row):

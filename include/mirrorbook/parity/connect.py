@@ -54,7 +54,7 @@ def _load(name: str, path: Path) -> ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise SparkJobError(f"cannot import the parity app {path}", "set MIRRORBOOK_SPARK_APPS to spark_apps/")
+        raise SparkJobError(f"cannot import the parity app {path}", "reinstall mirrorbook from its wheel (the apps ship in it as mirrorbook/spark_apps)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -11,6 +11,8 @@ Inputs (written by `mirrorbook.parity.collector`):
 - WATERMARKS: low/high watermark per partition, so offsets outside the log are caught.
 - RANGES: partition pairs (source topic-partition ↔ mirrored target topic-partition) and the offset
   ranges [start, end) record parity reads on each side; null start/end = earliest/latest.
+  `source_stable_end` marks a source partition that carries transactions: its last stable offset when the
+  proof was prepared, up to which record parity also reads it read_committed to tell its aborted records apart.
 - BOUNDARIES: for record parity, a group's committed offset C on the source and T committed on the
   target, both read when the proof is prepared (not taken from the plan; the plan's offset rides
   along as `plan_offset`): the record at T must be the record at C.
@@ -61,6 +63,7 @@ RANGES = pa.schema([
     pa.field("target_partition", pa.int32(), nullable=False),
     pa.field("target_start", pa.int64()),
     pa.field("target_end", pa.int64()),
+    pa.field("source_stable_end", pa.int64()),
 ])
 
 BOUNDARIES = pa.schema([

@@ -57,13 +57,15 @@ class ParityFailed(Verdict):
 
 
 def apps_dir() -> Path:
-    """spark_apps/ of this checkout (or MIRRORBOOK_SPARK_APPS, for an installed package)."""
-    override = os.environ.get("MIRRORBOOK_SPARK_APPS")
-    path = Path(override) if override else Path(__file__).resolve().parents[3] / "spark_apps"
-    if not (path / "parity_common.py").is_file():
-        raise SparkJobError(f"The Spark parity apps are not in {path}",
-                            "set MIRRORBOOK_SPARK_APPS to the spark_apps/ directory of a mirrorbook checkout")
-    return path
+    """The Spark apps: inside the installed package (a wheel), else spark_apps/ of the checkout an editable
+    install points to — the same files either way, run by spark-submit as they are."""
+    package = Path(__file__).resolve().parents[1]
+    candidates = (package / "spark_apps", package.parents[1] / "spark_apps")
+    for path in candidates:
+        if (path / "parity_common.py").is_file():
+            return path
+    raise SparkJobError(f"The Spark parity apps are not where mirrorbook installs them ({candidates[0]})",
+                        "reinstall mirrorbook from its wheel (the apps ship in it as mirrorbook/spark_apps)")
 
 
 # -- the submission -------------------------------------------------------------------------------------

@@ -64,10 +64,11 @@ class ReplicationBackend(Protocol):
         """Where the flow's replication is managed, as messages name it (alias and URL, never credentials)."""
 
     # -- state -----------------------------------------------------------------------------------------
-    def status(self, *, with_lag: bool = True) -> "FlowStatus":
-        """The flow's KIP-1144 state, its parts' states and (with_lag) per-partition replication lag."""
+    def status(self, *, with_lag: bool = True, count_above: int = 0) -> "FlowStatus":
+        """The flow's KIP-1144 state, its parts' states and (with_lag) per-partition replication lag in records
+        (established by reading wherever the offsets lag exceeds `count_above`: a gate passes its max_lag)."""
 
-    async def astatus(self, *, with_lag: bool = True) -> "FlowStatus":
+    async def astatus(self, *, with_lag: bool = True, count_above: int = 0) -> "FlowStatus":
         """`status`, for triggers and concurrent passes."""
 
     def part_states(self, *, deadline_s: float = 5.0) -> "dict[str, ConnectorStatus | None]":
@@ -99,6 +100,9 @@ class ReplicationBackend(Protocol):
     def replicated_offsets(self) -> dict[TP, int]:
         """Per source partition, the last source offset the backend has replicated (readable with the source
         cluster down: MM2 keeps them in Connect)."""
+
+    async def areplicated_offsets(self) -> dict[TP, int]:
+        """`replicated_offsets`, for the RPO sampler's event loop."""
 
     def offset_mapping(self) -> OffsetMapping:
         """How group offsets translate from the source to the target."""

@@ -45,11 +45,11 @@ class Mm2ConnectBackend:
         return self.clients.resolver.connect_settings(self.flow.connect_cluster).place
 
     # -- state ------------------------------------------------------------------------------------
-    def status(self, *, with_lag: bool = True) -> FlowStatus:
-        return flow_status(self.clients, self.flow, with_lag=with_lag)
+    def status(self, *, with_lag: bool = True, count_above: int = 0) -> FlowStatus:
+        return flow_status(self.clients, self.flow, with_lag=with_lag, count_above=count_above)
 
-    async def astatus(self, *, with_lag: bool = True) -> FlowStatus:
-        return await async_flow_status(self.clients, self.flow, with_lag=with_lag)
+    async def astatus(self, *, with_lag: bool = True, count_above: int = 0) -> FlowStatus:
+        return await async_flow_status(self.clients, self.flow, with_lag=with_lag, count_above=count_above)
 
     def part_states(self, *, deadline_s: float = 5.0) -> dict[str, ConnectorStatus | None]:
         with self.clients.connect(self.flow) as client:
@@ -96,7 +96,16 @@ class Mm2ConnectBackend:
 
     # -- positions and offsets --------------------------------------------------------------------
     def replicated_offsets(self) -> dict[TP, int]:
-        offsets = self.own_offsets("source")
+        return self._replicated(self.own_offsets("source"))
+
+    async def areplicated_offsets(self) -> dict[TP, int]:
+        client = self.clients.async_connect(self.flow)
+        try:
+            return self._replicated((await client.get_offsets(self.flow.connector("source"))).sorted())
+        finally:
+            await client.close()
+
+    def _replicated(self, offsets: ConnectorOffsets) -> dict[TP, int]:
         return {TP(e.partition["topic"], int(e.partition["partition"])): int(e.offset["offset"])
                 for e in offsets.offsets if e.offset and e.partition.get("cluster") == self.flow.source}
 

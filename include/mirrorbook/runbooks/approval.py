@@ -158,8 +158,12 @@ def move_request(plan: TranslationPlan, *, lag: str, calls: list[PlannedCall], r
         ("translation", f"{plan.translation}; methods {t['methods']}"),
     ]
     if rpo is not None:
-        rows.append(("RPO estimate (unplanned)", f"at least {rpo.get('records')} record(s) never reached "
-                                                 f"{plan.to_cluster} (a lower bound; unknown: {rpo.get('unknown')})"))
+        rows.append(("RPO (unplanned)", f"at least {rpo.get('records')} record(s) never reached "
+                                        f"{plan.to_cluster} (a lower bound, from a sample {rpo.get('sample_age_s')}s "
+                                        f"old; unknown: {rpo.get('unknown')})"))
+        if rpo.get("estimate"):
+            rows.append(("RPO estimate (unplanned)", f"about {rpo['estimate']['records']} record(s) — "
+                                                     f"{rpo['estimate']['note']}"))
     summary = summarise(calls)
     detail = [f"| {cut(r.group, 80)} | {cut(r.target_topic, 120)}-{r.partition} | {r.offset} | {r.re_read} | "
               f"{r.skip} | {r.method} |" for r in plan.rows[:ROWS_SHOWN]]

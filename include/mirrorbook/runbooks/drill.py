@@ -43,7 +43,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBeforeCutover, LagPoint,
                                              PartitionOutcome, StepTiming, write_report)
 from mirrorbook.runbooks import failover, move as moves, move_report
-from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained
+from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained, not_drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
 from mirrorbook.runbooks.engine import GateRefused, Runbook
 from mirrorbook.runbooks.health.results import known_loss
@@ -322,6 +322,9 @@ def wait_drained(rb: Runbook, clients: Clients, topology: Topology, params: Dril
             if ok:
                 break
             if time.monotonic() - t0 >= params.drain_timeout:
+                if status.unreadable is not None:  # the cause first
+                    raise GateRefused(not_drained(status, behind, params.max_lag, params.drain_timeout),
+                                      status.unreadable.fix or "check the flow's health")
                 raise GateRefused(f"The canary topics did not drain within {params.drain_timeout}s: "
                                   f"{describe_behind(behind)} (max_lag={params.max_lag})",
                                   "check the flow's health; raise drain_timeout")

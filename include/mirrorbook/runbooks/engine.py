@@ -21,8 +21,9 @@ from mirrorbook.audit import AuditEvent, AuditStore
 from mirrorbook.audit.models import RequestSummary
 from mirrorbook.connect.client import Call, ConnectClient
 from mirrorbook.connect.errors import ConnectError
-from mirrorbook.errors import GateRefused, Refused  # noqa: F401 — GateRefused: runbooks import it from here
+from mirrorbook.errors import ALREADY_CHANGED, GateRefused, MirrorbookError, Refused  # noqa: F401 — GateRefused
 from mirrorbook.redaction import get_logger
+from mirrorbook.runbooks.changes import Changes, accepted, roles_noted
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -173,12 +174,22 @@ class Step:
                 snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
             for intent, c, r, (ok, out) in zip(intents, calls, requests, results)])
         self.outcome.mutations += sum(ok for ok, _ in results)
+        for c, (ok, _) in zip(calls, results):
+            if ok:
+                self.rb.changes.add(c.action, c.method, c.path, self._role_of)
         failed = [out for ok, out in results if not ok]
         for exc in failed[1:]:
             log.error("%s also failed: %s", self.action, exc)
         if failed:
             raise failed[0]
         return [out for _, out in results]
+
+    def _role_of(self, connector: str) -> str | None:
+        """`A->B source` for the connector this step noted it acts on (`note(connector=…, role=…)`)."""
+        d = self.outcome.details
+        role = d.get("role")
+        return f"{self.flow} {role}" if d.get("connector") == connector and isinstance(role, str) and self.flow \
+            else None
 
     def connect(self, client: ConnectClient, call: Call[T], *, action: str, precondition: str,
                 expect: BaseModel) -> T | None:
@@ -195,6 +206,8 @@ class Runbook:
         self.audit = audit
         self.dry_run = dry_run
         self.outcomes: list[StepOutcome] = []
+        # What this attempt's accepted calls changed (what `task_changes` falls back on without the audit trail).
+        self.changes = Changes()
 
     def event(self, **fields: Any) -> AuditEvent:
         """An event of this run's task, as its steps record them."""
@@ -213,16 +226,49 @@ class Runbook:
             yield step
         except Refused as exc:
             step.outcome.result = "refused"
+            self._tell_changes(exc, step)
             self._finish(step, started, t0, error=str(exc))
             raise
         except Exception as exc:
             step.outcome.result = "error"
+            self._tell_changes(exc, step)
             self._finish(step, started, t0, error=str(exc))
             raise
         else:
             o = step.outcome
             o.result = "planned" if o.planned else "ok" if o.mutations else "noop"
             self._finish(step, started, t0)
+
+    def task_changes(self, step: Step | None = None) -> Changes:
+        """What this task changed: its accepted calls in the audit trail — this attempt's and any earlier attempt's
+        of the same task (a retried task's first try may have done the changing) — or, if the trail cannot be read,
+        this attempt's as kept here."""
+        try:  # the task's own events (a run's other tasks may have written thousands of groups: not kept here)
+            events = [e for e in self.audit.iter_events(run_id=self.info.run_id) if e.task_id == self.info.task_id
+                      and (e.kind == "step" or (e.kind == "call" and e.mutating and e.result == "ok"))]
+        except Exception as exc:  # noqa: BLE001 — the audit store may be what failed: this attempt's, then
+            log.warning("the audit trail could not be read for what this task changed: %s", type(exc).__name__)
+            return self.changes
+        roles = roles_noted(events)
+        if step is not None:
+            roles.update(roles_noted([self.event(action=f"step.{step.action}", kind="step", result="error",
+                                                 mutating=False, flow=step.flow, details=step.outcome.details)]))
+        return accepted(events, roles.get)
+
+    def _tell_changes(self, exc: BaseException, step: Step | None = None) -> None:
+        """A task that fails half-way says in its own error what it already changed (the on-call reads the error
+        first): bounded, from what the audit keeps of each call (no secret). A non-mirrorbook error gets it as a
+        note (`guarded` shows notes). A dry run changed nothing."""
+        if self.dry_run:
+            return
+        changes = self.task_changes(step)
+        if not changes:
+            return
+        said = str(changes)
+        if isinstance(exc, MirrorbookError):
+            exc.changed = said  # an outer step sees the same changes, or more: the latest wins
+        elif not any(n.startswith(ALREADY_CHANGED) for n in getattr(exc, "__notes__", [])):
+            exc.add_note(f"{ALREADY_CHANGED}: {said}")
 
     def _finish(self, step: Step, started: datetime, t0: float, error: str | None = None) -> None:
         o = step.outcome

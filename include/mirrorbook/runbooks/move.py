@@ -162,11 +162,14 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
             step.settle({"flow_state": status.state.value, "resumed": True})
             return step.outcome
         if move.planned and not stopped_at and not status.detailed_state.source_task_running:
-            states = ", ".join(f"{c.role} {c.state} ({c.tasks_running} task(s) running)"
-                               for c in status.connectors.values())
-            raise GateRefused(f"Flow {move.via.name} is {status.state.value}: {states}"
-                              + (f"; {'; '.join(status.errors)}" if status.errors else "")
-                              + ". Replication cannot drain, so a planned move would lose what is not replicated yet",
+            # `describe` leads with the cause when the flow could not be read (then its fix is the one to make).
+            if status.unreadable is not None:
+                raise GateRefused(f"{status.describe()}. A planned {move.direction} must see replication drain, so it "
+                                  "is refused before anything changed",
+                                  status.unreadable.fix or f"make {move.via.name}'s Connect cluster readable, or use "
+                                                           "mode=unplanned")
+            raise GateRefused(f"{status.describe()}. Replication cannot drain, so a planned move would lose what is "
+                              "not replicated yet",
                               f"resume it (mm2_pause_resume flow={move.via.name} action=resume), or use mode=unplanned")
         groups = groups_to_move(rb, clients, move, reach[move.from_cluster])
         if not groups and not rb.dry_run:
@@ -192,7 +195,8 @@ def settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: flo
     deadline = time.monotonic() + wait_s
     while True:
         status = clients.replication(flow).status(with_lag=with_lag)
-        if status.detailed_state.source_task_running or time.monotonic() >= deadline:
+        refused = status.unreadable is not None and status.unreadable.refused  # asking again cannot help
+        if status.detailed_state.source_task_running or refused or time.monotonic() >= deadline:
             return status
         time.sleep(1.0)
 

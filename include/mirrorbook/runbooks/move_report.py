@@ -149,6 +149,9 @@ def render_report(report: dict[str, Any]) -> str:
         of = f" of failover run {rpo['failover_run_id']}" if back else ""
         lines.append(f"  RPO{of}: at least {rpo['records']} record(s) never reached the target (a lower bound) — "
                      f"basis: {rpo['basis']}; unknown: {rpo['unknown']}")
+        if rpo.get("estimate"):
+            est = rpo["estimate"]
+            lines.append(f"  RPO{of} estimate: about {est['records']} record(s) — {est['note']}")
         if (known := render_known_lost(rpo)) is not None:
             lines.append(f"  RPO{of}: {known}")
         if "exact" in rpo:

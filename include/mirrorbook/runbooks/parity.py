@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorbook.clients import Clients
+from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import Watermarks
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import ReplicationPolicy
@@ -130,7 +131,33 @@ def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tupl
                   for r in rows]
     src_marks = clients.admin(via.source).watermarks({TP(r.source_topic, r.partition) for r in rows})
     dst_marks = clients.admin(via.target).watermarks({r.target_tp for r in rows})
-    return record_ranges(rows, boundaries, src_marks, dst_marks), boundaries
+    stable = transactional_partitions(clients, via, src_marks)
+    return record_ranges(rows, boundaries, src_marks, dst_marks, stable), boundaries
+
+
+def transactional_partitions(clients: Clients, via: FlowSpec, marks: dict[TP, Watermarks]) -> dict[TP, int]:
+    """The source partitions that carry transactions, with their last stable offsets: those the flow's samples
+    (health check, RPO sampler) saw with offsets without records, and those whose last offsets show it now (one
+    bounded read, `kafka.records.tails_with_gaps`). The record proof reads them read_committed too, so aborted
+    records count nowhere."""
+    from mirrorbook.kafka.records import tails_with_gaps
+    from mirrorbook.mm2.lag import shows_gaps
+    from mirrorbook.runbooks.health.results import latest_sample
+
+    admin = clients.admin(via.source)
+    found = tails_with_gaps(admin, {tp: (m.low, m.high) for tp, m in marks.items()})
+    try:
+        from mirrorbook.audit import AuditStore
+
+        audit = AuditStore.from_env()
+        samples = [s.metrics.get("partitions") or [] for s in (latest_sample(audit, via.name),
+                                                               audit.replication_sample(via.name)) if s is not None]
+    except MirrorbookError:
+        samples = []
+    for rows in samples:
+        found |= {TP(r["topic"], int(r["partition"])) for r in rows if isinstance(r, dict)
+                  and (shows_gaps(r) or r.get("by") == "records") and TP(r["topic"], int(r["partition"])) in marks}
+    return admin.last_stable_offsets(found) if found else {}
 
 
 WARM_RECORDS = 20
@@ -167,7 +194,7 @@ def warm_group_snapshot(out_dir: Path, via: FlowSpec) -> GroupSnapshot:
 
 
 def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
-                  dst_marks: dict[TP, Watermarks]) -> list[RecordRange]:
+                  dst_marks: dict[TP, Watermarks], stable: dict[TP, int] | None = None) -> list[RecordRange]:
     """Per partition pair, from an exactly aligned point to the end on both sides.
 
     What the moved groups will read is everything from the lowest of their positions on: where every
@@ -196,7 +223,7 @@ def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_mark
                 start_s, start_t = anchor.source_offset, anchor.offset
         ranges.append(RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
                                   source_start=start_s, source_end=src.high, target_start=start_t,
-                                  target_end=dst.high))
+                                  target_end=dst.high, source_stable_end=(stable or {}).get(TP(s, p))))
     return ranges
 
 

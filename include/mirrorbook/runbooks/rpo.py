@@ -28,7 +28,8 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count, total
 from mirrorbook.mm2.loss import AtFailover, PartitionLoss, partition_loss, search_range
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.mm2.precise import Marks, PartitionData, Rec, read_partitions
+from mirrorbook.kafka.reader import Isolation, read_ranges
+from mirrorbook.mm2.precise import Marks, PartitionData, Rec, read_partitions, rec
 from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.topology import FlowSpec
@@ -156,12 +157,19 @@ def exact(audit: AuditStore, clients: Clients, flow: FlowSpec, bound: AuditRecor
     cutoff = {tp: o if o >= 0 else marks[tp].high
               for tp, o in source.offsets_for_times(tps, int(started.timestamp() * 1000)).items()}
     copies = _newest_copies(clients, flow, policy, {tp: position[tp] for tp in tps})
-    wanted = {tp: [r] for tp in tps if (r := search_range(position[tp], marks[tp], cutoff[tp]))[1] > r[0]}
-    data = read_partitions(clients.kafka_config(flow.source), wanted) if wanted else {}
+    wanted = {tp: r for tp in tps if (r := search_range(position[tp], marks[tp], cutoff[tp]))[1] > r[0]}
+    config = clients.kafka_config(flow.source)
+    # Counted committed (aborted records are no loss), up to the last stable offset: an open transaction's
+    # records are not counted yet (the upper bound keeps them). Searched uncommitted: MM2 may have copied an
+    # aborted record last.
+    stable = source.last_stable_offsets(wanted) if wanted else {}
+    data = _read(config, {tp: (s, min(e, stable.get(tp, e))) for tp, (s, e) in wanted.items()}, "read_committed")
+    seen = _read(config, wanted, "read_uncommitted")
+    empty = PartitionData([], [])
     losses: dict[str, PartitionLoss] = {}
     for tp in sorted(tps):
-        losses[str(tp)] = partition_loss(position[tp], copies.get(tp), data.get(tp, PartitionData([], [])),
-                                         marks[tp], cutoff[tp])
+        losses[str(tp)] = partition_loss(position[tp], copies.get(tp), data.get(tp, empty), marks[tp], cutoff[tp],
+                                         seen.get(tp, empty))
     records = total(p.records for p in losses.values())
     return {"failover_run_id": bound.run_id, "flow": flow.name, "records": records.model_dump(),
             "exact": records.is_exact, "bound": bound.details["rpo"]["records"],
@@ -171,6 +179,15 @@ def exact(audit: AuditStore, clients: Clients, flow: FlowSpec, bound: AuditRecor
                       f"{flow.target} of each partition and Connect's replicated offsets, both as the failover "
                       f"left them; records written at or after the failover began ({started.isoformat()}, by "
                       "record timestamp: offsets-for-times) are not counted")}
+
+
+def _read(config: dict[str, Any], ranges: dict[TP, tuple[int, int]], isolation: Isolation) -> dict[TP, PartitionData]:
+    """Each range read once at `isolation`: its records, and the range they cover."""
+    ranges = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
+    found: dict[TP, list[Rec]] = {tp: [] for tp in ranges}
+    for m in read_ranges(config, ranges, isolation=isolation) if ranges else ():
+        found[TP(m.topic(), m.partition())].append(rec(m))
+    return {tp: PartitionData([ranges[tp]], found[tp]) for tp in ranges}
 
 
 def _newest_copies(clients: Clients, flow: FlowSpec, policy: ReplicationPolicy,

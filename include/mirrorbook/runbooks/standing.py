@@ -11,21 +11,19 @@ explanation of a failure must never replace the failure.
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
-from urllib.parse import unquote
 
 from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.audit.models import AuditRecord
-from mirrorbook.bounds import cut, listed, shown
+from mirrorbook.bounds import cut, listed
 from mirrorbook.clients import Clients
-from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError
+from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError, ConnectRefusal
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.redaction import get_logger
 from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
+from mirrorbook.runbooks.changes import Changes, RoleOf, change, connector_of
 from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
 from mirrorbook.runbooks.engine import Runbook
 from mirrorbook.runbooks.move import PLAN_KEY
@@ -35,7 +33,6 @@ log = get_logger(__name__)
 
 READ_DEADLINE_S = 5.0  # the task has failed already: a dead worker must not hold its failure for long
 EVENTS_SEARCHED = 500  # a flow's newest audit events searched for the last state it was seen in
-OFFSETS_DONE = {"alter": "altered", "reset": "reset", "restore": "restored"}
 
 
 def _clock(at: datetime) -> str:
@@ -62,57 +59,33 @@ class SoFar(BaseModel):
                    if self.maybe_changed else []))
 
 
-def _role(flows: Iterable[FlowSpec], name: str) -> str:
-    """`A->B source` for a flow's connector, else the connector by its name."""
-    for flow in flows:
-        for role, connector in flow.connectors.items():
-            if connector == name:
-                return f"{flow.name} {role}"
-    return f"connector {shown(name)}"
-
-
-def _connector_of(path: str) -> tuple[str, str]:
-    """(real name, verb) of a `/connectors/<encoded name>/<verb>` path."""
-    parts = path.split("/")
-    return (unquote(parts[2]) if len(parts) > 2 else path), (parts[3] if len(parts) > 3 else "")
-
-
-def _change(e: AuditRecord, flows: Sequence[FlowSpec]) -> str:
-    path = e.request.path if e.request else ""
-    if e.action.startswith("connector."):
-        name, verb = _connector_of(path)
-        return f"{_role(flows, name)}: {verb or e.action} accepted by Connect"
-    if e.action.startswith("offsets."):
-        name, _ = _connector_of(path)
-        action = e.action.split(".", 1)[1]
-        return f"{_role(flows, name)}: offsets {OFFSETS_DONE.get(action, action)}"
-    return f"{e.action}: {e.request.method + ' ' if e.request else ''}{cut(path)}"
+def _role_in(flows: Iterable[FlowSpec]) -> RoleOf:
+    """`A->B source` for a flow's connector, None for a connector of no flow."""
+    roles = {connector: f"{flow.name} {role}" for flow in flows for role, connector in flow.connectors.items()}
+    return roles.get
 
 
 def so_far(audit: AuditStore, run_id: str, flows: Sequence[FlowSpec] = ()) -> SoFar:
     """Steps completed and what changed, from the run's audit events (groups written counted per cluster)."""
     out = SoFar()
-    written: set[tuple[str, str]] = set()  # (cluster, group): a retried task may write a group twice
-    for e in audit.iter_events(run_id=run_id):
+    role_of = _role_in(flows)
+    changes = Changes()
+    for e in audit.iter_events(run_id=run_id):  # streamed: a run may write thousands of groups
+        method, path = (e.request.method, e.request.path) if e.request else (None, "")
         if e.kind == "step" and e.result in ("ok", "noop"):
             role = e.details.get("role")
             step = e.action.removeprefix("step.") + (f" ({role})" if isinstance(role, str) else "")
             if step not in out.completed:
                 out.completed.append(step)
         elif e.kind == "call" and e.mutating and e.result == "ok":
-            if e.action == "groups.alter_offsets" and e.request and e.request.path.startswith("kafka://"):
-                cluster, _, group = e.request.path.removeprefix("kafka://").partition("/groups/")
-                written.add((cluster, group))
-            elif (change := _change(e, flows)) not in out.changed:
-                out.changed.append(change)
+            changes.add(e.action, method, path, role_of)
         elif e.kind == "call" and e.mutating and e.result == "error":
             status = e.request.status if e.request else None
-            change = _change(e, flows).replace(" accepted by Connect", " asked")
+            asked = change(e.action, method, path, role_of).replace(" accepted by Connect", " asked")
             # A 4xx was refused; no answer, or a 5xx, may hide a call Connect applied.
-            if (status is None or status >= 500) and change not in out.maybe_changed:
-                out.maybe_changed.append(change)
-    out.written = dict(sorted(Counter(cluster for cluster, _ in written).items()))
-    out.changed[:0] = [f"offsets of {n} group(s) written on {cut(cluster)}" for cluster, n in out.written.items()]
+            if (status is None or status >= 500) and asked not in out.maybe_changed:
+                out.maybe_changed.append(asked)
+    out.written, out.changed = changes.written(), changes.lines()
     return out
 
 
@@ -143,7 +116,7 @@ class FlowNow(BaseModel):
     flow: str
     place: str  # the Connect cluster, by alias and URL (never its credentials)
     read_at: datetime | None = None  # set when every part was read from Connect now
-    unreadable: str | None = None  # why Connect could not be read now
+    unreadable: str | None = None  # why Connect could not be read now: a refusal, said first
     parts: list[PartNow] = Field(default_factory=list)
 
     def statuses(self) -> dict[str, ConnectorStatus | None]:
@@ -154,8 +127,7 @@ class FlowNow(BaseModel):
         states = ", ".join(p.words() for p in self.parts)
         if self.read_at is not None:
             return f"flow {cut(self.flow)} now: {states} (read at {_clock(self.read_at)} from {self.place})"
-        return (f"flow {cut(self.flow)}: {self.place} could not be read now ({self.unreadable}); "
-                f"last known: {states}")
+        return f"flow {cut(self.flow)}: {self.unreadable}; last known: {states}"
 
 
 def _recorded(name: str, state: Any) -> ConnectorStatus | None:
@@ -184,7 +156,7 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
                 keep(PartNow(role=names[name], status=status, source=f"seen by run {cut(e.run_id or '?', 80)}",
                              at=e.ended_at))
         elif e.kind == "call" and e.mutating and e.result == "ok" and e.action.startswith("connector."):
-            name, verb = _connector_of(e.request.path if e.request else "")
+            name, verb = connector_of(e.request.path if e.request else "")
             target = "RUNNING" if verb == "restart" else ACTION_TARGET.get(verb)
             if name in names and target:
                 keep(PartNow(role=names[name], at=e.ended_at, source=f"{verb} accepted, run {cut(e.run_id or '?', 80)}",
@@ -209,10 +181,14 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
         return FlowNow(flow=flow.name, place=place, read_at=datetime.now(timezone.utc),
                        parts=[PartNow(role=r, status=statuses[r]) for r, _ in flow.connectors.items()])
     except Exception as exc:  # noqa: BLE001 — anything Connect (or resolving it) did: fall back, never raise
-        reason = (exc.message if isinstance(exc, ConnectDeadlineExceeded) else
-                  exc.reason() if isinstance(exc, ConnectError) else f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, ConnectRefusal):  # who refused what leads (it names the place)
+            unreadable = exc.headline()
+        else:
+            reason = (exc.message if isinstance(exc, ConnectDeadlineExceeded) else
+                      exc.reason() if isinstance(exc, ConnectError) else f"{type(exc).__name__}: {exc}")
+            unreadable = f"{place} could not be read now ({cut(reason)})"
     known = last_known(audit, flow)
-    return FlowNow(flow=flow.name, place=place, unreadable=cut(reason), parts=[
+    return FlowNow(flow=flow.name, place=place, unreadable=cut(unreadable, 400), parts=[
         known.get(r, PartNow(role=r, known=False)) for r, _ in flow.connectors.items()])
 
 

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mirrorbook.audit import FlowLocked
 from mirrorbook.bounds import cut, shown
 from mirrorbook.connect.errors import ConnectError, ConnectServerError
-from mirrorbook.errors import MirrorbookError, Refused
+from mirrorbook.errors import ALREADY_CHANGED, MirrorbookError, Refused
 from mirrorbook.mm2.offsets import InvalidOffsets
 from mirrorbook.runbooks.engine import GateRefused
 from mirrorbook.topology import TopologyError, UnknownFlow
@@ -101,8 +101,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(MirrorbookError)
     async def _mirrorbook(_: Request, exc: MirrorbookError) -> JSONResponse:
-        # The message only: hints name CLI commands, and Connect errors carry the method and path.
-        return error_response(status_of(exc), exc.message)
+        # The message only: hints name CLI commands, and Connect errors carry the method and path. What the call
+        # changed before it failed (a pause whose first connector paused) is said with it.
+        changed = f"; {ALREADY_CHANGED}: {exc.changed}" if exc.changed else ""
+        return error_response(status_of(exc), exc.message + changed)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -18,10 +18,12 @@ class Caller(BaseModel):
 
 
 class DetailedStateOut(BaseModel):
-    enabled: bool
-    ready: bool
-    allConnectorsRunning: bool
-    sourceTaskRunning: bool
+    """The KIP's flags; null when the flow's connectors could not be read (its state is then UNKNOWN)."""
+
+    enabled: bool | None
+    ready: bool | None
+    allConnectorsRunning: bool | None
+    sourceTaskRunning: bool | None
 
 
 class FlowSummaryOut(BaseModel):

@@ -67,7 +67,7 @@ class FlowRow(BaseModel):
     source: str
     target: str
     state: str
-    detailed_state: dict[str, bool]
+    detailed_state: dict[str, bool | None]  # None: not known (the connectors could not be read)
     connectors: list[ConnectorRow]
     total_lag: int
     max_lag: int

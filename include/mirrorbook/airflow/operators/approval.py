@@ -31,6 +31,14 @@ from mirrorbook.topology import ApprovalPolicy
 
 assert (ApprovalOperator.APPROVE, ApprovalOperator.REJECT) == (APPROVE, REJECT)
 
+# Who dag.test() — and so `airflow dags test` — names as a run's triggering user.
+DAG_TEST_USER = "dag_test"
+NOBODY_ANSWERS_HERE = (
+    "This run was started by dag.test() / `airflow dags test`: nothing in this process answers the approval, and "
+    "no scheduler times it out. It waits until someone answers it under Required Actions of an Airflow API server "
+    "on this metadata database (the request times out after %s s only under a scheduler). To run unattended, "
+    "pass approval=skip: airflow dags test <dag> -c '{..., \"approval\": \"skip\"}'.")
+
 
 class ApprovePlanOperator(RunbookTask, ApprovalOperator):
     """Asks for approval of the run's plan (or records why it does not ask: dry run, `approval=skip`)."""
@@ -82,6 +90,8 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
         self.subject, self.body = request.subject, request.body
         for line in request.body.splitlines():
             self.log.info("%s", line)
+        if rb.info.user == DAG_TEST_USER:
+            self.log.warning(NOBODY_ANSWERS_HERE, self.timeout_s)
         return super().execute(context)  # writes the request, waits for the answer (AWAITING_INPUT)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:

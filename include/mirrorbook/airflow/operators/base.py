@@ -54,7 +54,8 @@ def guarded(fn: Callable[[], T], standing: Callable[[], str] | None = None) -> T
     except Exception as exc:
         if standing is None:
             raise
-        raise RuntimeError(_ending(f"{type(exc).__name__}: {exc}", standing)) from exc
+        notes = "".join(f"\n  {n}" for n in getattr(exc, "__notes__", []))  # e.g. what the task already changed
+        raise RuntimeError(_ending(f"{type(exc).__name__}: {exc}{notes}", standing)) from exc
 
 
 def _ending(message: str, standing: Callable[[], str] | None) -> str:

@@ -75,11 +75,13 @@ class _MoveGateSensor(RunbookTask, BaseSensorOperator):
 
 
 class ReplicationDrainedSensor(_MoveGateSensor):
-    """Source high watermarks vs the source connector's offsets: every data partition within `max_lag`."""
+    """Source high watermarks vs the source connector's offsets: every data partition within `max_lag` records
+    (counted as records where the offsets exceed it: markers and aborted records take offsets)."""
 
     def poke(self, context: Any) -> bool:
         max_lag = self.runbook_params(context).max_lag
-        ok, behind = drained(self.hook.clients.replication(self.move(context).via).status(), max_lag)
+        ok, behind = drained(self.hook.clients.replication(self.move(context).via).status(count_above=max_lag),
+                             max_lag)
         if not ok:
             self.log.info("not drained yet: %s", behind)
         return ok

@@ -10,7 +10,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.runbooks.checks import active_groups, describe_behind, drained
+from mirrorbook.runbooks.checks import active_groups, describe_behind, drained, not_drained
 from mirrorbook.runbooks.plan import managed_groups
 from mirrorbook.topology import load_topology
 
@@ -68,12 +68,11 @@ class ReplicationDrainedTrigger(_PollingTrigger):
         return {"flow": self.flow, "max_lag": self.max_lag, "topics": self.topics}
 
     async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
-        status = await clients.replication(topology.flow(self.flow)).astatus()
+        status = await clients.replication(topology.flow(self.flow)).astatus(count_above=self.max_lag)
         ok, behind = drained(status, self.max_lag, set(self.topics) if self.topics else None)
         return ok, {"behind": describe_behind(behind), "total_lag": sum(behind.values()),
-                    "state": status.state.value, "message": f"replication of {self.flow} not drained within "
-                    f"{self.timeout_s:.0f}s (max_lag={self.max_lag}); behind: {describe_behind(behind) or 'none'}; "
-                    f"flow state {status.state.value}"}
+                    "state": status.state.value,
+                    "message": not_drained(status, behind, self.max_lag, self.timeout_s)}
 
 
 class GroupsInactiveTrigger(_PollingTrigger):

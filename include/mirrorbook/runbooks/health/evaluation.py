@@ -61,16 +61,16 @@ def group_checkpoints(flow: FlowSpec, regex: str, status: FlowStatus, target: Ta
 def evaluate(fh: FlowHealth, params: HealthParams, now: datetime) -> list[str]:
     """Every threshold `fh` crosses, as messages naming the flow and the figure."""
     st, name, out = fh.status, fh.flow, []
-    if st.state.value != params.required_state:
-        parts = ", ".join(f"{c.role} {c.state} ({c.tasks_running} task(s) running"
-                          + (f", tasks {'/'.join(c.tasks)}" if c.tasks else "") + ")" for c in st.connectors.values())
-        out.append(f"flow {name} is {st.state.value} (required {params.required_state}): {parts}")
-    out += [f"flow {name}: {p}" for p in [*st.errors, *fh.problems]]
+    if st.state.value != params.required_state:  # the cause first, when the flow could not be read
+        out.append(st.describe(required=params.required_state, errors=False))
+    out += [f"flow {name}: {p}" for p in [*(st.errors if st.unreadable is None else []), *fh.problems]]
     lag = drain_lag(st)
     if lag:
         tp, worst = max(lag.items(), key=lambda kv: kv[1])
         if worst > params.max_lag:
-            out.append(f"flow {name}: replication lag {worst} records on {tp} (max_lag={params.max_lag}; "
+            row = next((p for p in st.lag if (p.topic, p.partition) == tp), None)
+            figure = f"{worst}" if row is None or row.lag_exact else f"up to {worst} (at least {row.lag_low})"
+            out.append(f"flow {name}: replication lag {figure} records on {tp} (max_lag={params.max_lag}; "
                        f"total {sum(lag.values())})")
     hb = f"{fh.source}->{fh.target}"
     if fh.heartbeat_age_s is None:

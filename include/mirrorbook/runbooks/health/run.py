@@ -53,10 +53,12 @@ def record_loss(rb: Runbook, fh: FlowHealth) -> None:
     loss = fh.loss
     if loss is None:
         return
-    new = [g for g in loss.gaps if g.new]
+    new = [g for g in loss.gaps if g.new or g.new_high]
     if new:
         rb.audit.append(rb.event(action=f"health.{DATA_LOSS.lower()}", kind="step", result="ok", flow=fh.flow,
                                  details={"records": sum(g.new for g in new), "source": fh.source,
+                                          "records_high": sum(g.new if g.new_high is None else g.new_high
+                                                              for g in new),
                                           "partitions": [g.model_dump() | {"records": g.records} for g in new],
                                           "records_lost_total": loss.total()}))
     if loss.resets:

@@ -252,12 +252,8 @@ def _scheduler_compare(work: Path, stack, dag, conf: dict, groups: list[str]) ->
     return 0
 
 
-def _scheduled(api: httpx.Client, conf: dict, timeout_s: float = 900.0) -> float | None:
-    """One failover triggered over the REST API; prints where its time went, returns the report's RTO."""
-    from datetime import datetime
-
-    from mirrorbook.audit import AuditStore
-
+def _trigger(api: httpx.Client, conf: dict, timeout_s: float = 900.0) -> tuple[str, str | None]:
+    """One mm2_failover run triggered over the REST API and awaited: (run id, its final state)."""
     run_id = f"bench-{time.time_ns()}"
     r = api.post("/api/v2/dags/mm2_failover/dagRuns", json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
     r.raise_for_status()
@@ -269,6 +265,16 @@ def _scheduled(api: httpx.Client, conf: dict, timeout_s: float = 900.0) -> float
             break
         time.sleep(0.5)
     print(f"DAG run {run_id}: {state}")
+    return run_id, state
+
+
+def _scheduled(api: httpx.Client, conf: dict, timeout_s: float = 900.0) -> float | None:
+    """One failover triggered over the REST API; prints where its time went, returns the report's RTO."""
+    from datetime import datetime
+
+    from mirrorbook.audit import AuditStore
+
+    run_id, state = _trigger(api, conf, timeout_s)
     if state != "success":
         return None
     run = api.get(f"/api/v2/dags/mm2_failover/dagRuns/{run_id}").json()

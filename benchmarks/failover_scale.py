@@ -1,10 +1,11 @@
-"""Scale: the planned failover and the health check at 100 / 300 / 1,000 consumer groups, and how the cost grows.
+"""Scale: the planned failover and the health check at 100 / 300 / 1,000 / 10,000 consumer groups, and how the cost
+grows.
 
 Scene (one devstack of its own, MM2 checkpointing every 5 s): 50 topics x 12 partitions on A (600 partitions),
-`--records` records per partition on average, spread (half to one and a half times that, by topic); 1,000
-consumer groups, each committed on a random 5-20 of the topics at random lags (10% of its partitions at 0,
-25% a few records behind the end, the rest anywhere). A size N is the first N groups (a regex per size).
-MM2 replicates the records and checkpoints the groups; then, per size:
+`--records` records per partition on average, spread (half to one and a half times that, by topic); as many consumer
+groups as the largest size (10,000 at most, on the same 600 partitions), each committed on a random 5-20 of the
+topics at random lags (10% of its partitions at 0, 25% a few records behind the end, the rest anywhere). A size N is
+the first N groups (a regex per size). MM2 replicates the records and checkpoints the groups; then, per size:
 
 - the health check, as the mm2_health_check task runs it (`run_health_check`, readiness on), twice on a
   fresh audit store: the first pass proves every group's position (readiness), the second only what moved
@@ -14,19 +15,27 @@ MM2 replicates the records and checkpoints the groups; then, per size:
   `--proofs connect` also on a warm Spark Connect server (`devstack up --spark`). Each in a child process of
   its own (its peak RSS is what a task process needs at that size), after a warm-up dry run (dag.test()'s
   one-off API server start, which a running Airflow has paid); each task's time and each step's own time
-  (audited); the scene reset after each run (A->B resumed, the groups deleted on B).
+  (audited); the scene reset after each run (A->B resumed, the groups deleted on B). A precise failover runs as a
+  deployment runs it: after a scheduled health check pass on the same audit store, whose readiness positions it
+  reuses where they are still exactly true (failover_rto_s_g<N>); and, for comparison, on an audit store that kept
+  none (`--fresh`: failover_rto_s_fresh_g<N>, every position proved during the failover).
+- with `--scheduler`, the precise failover at each size also through a real Airflow (`airflow standalone`,
+  LocalExecutor, REST-triggered, set up as README recommends: benchmarks/failover_rto.py's helpers), after a health
+  check pass on its audit store: failover_rto_s_scheduler_g<N>.
 
 `--baseline REF` runs every measurement with REF's code too (`git archive REF include dags` into a temp dir,
 first on the child's PYTHONPATH), right before ours, on the same stack under the same load: the ratios
 baseline/ours are meaningful on a loaded machine even when the absolute figures are not.
 
-Figures (ours): failover_rto_s_g<N> (precise, proofs off), failover_rto_s_mm2_g<N>,
-failover_rto_s_proofs_g<N>, failover_growth_1000_over_100, health_check_s_g<N> (steady state),
-health_check_first_s_g<N>, health_check_requests_g<N>, translate_precise_s_g<N> (the translate step's own
-time), task_peak_rss_mb_g<N>. With a baseline, *_base_* beside them.
+Figures (ours): failover_rto_s_g<N> (precise, proofs off, after a health check), failover_rto_s_fresh_g<N>,
+failover_rto_s_mm2_g<N>, failover_rto_s_proofs_g<N>, failover_rto_s_scheduler_g<N>, failover_growth_<max>_over_<min>,
+precise_exact_share_g<N> (the share of group-partitions the precise plan places exactly), health_check_s_g<N>
+(steady state), health_check_first_s_g<N>, health_check_requests_g<N>, translate_precise_s_g<N> (the translate step's
+own time), task_peak_rss_mb_g<N>. With a baseline, *_base_* beside them. `--profile DIR` writes a pyinstrument
+profile (HTML) of each failover child there.
 
-Run: .venv/bin/python benchmarks/failover_scale.py [--sizes 100,300,1000] [--proofs off,connect]
-     [--translations precise,mm2] [--baseline main] [--records 500]
+Run: .venv/bin/python benchmarks/failover_scale.py [--sizes 100,300,1000,10000] [--proofs off,connect]
+     [--translations precise,mm2] [--fresh] [--scheduler] [--baseline main] [--records 500] [--stack-dir DIR]
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-TOPICS, PARTITIONS, MAX_GROUPS, ROUNDS = 50, 12, 1000, 10
+TOPICS, PARTITIONS, MAX_GROUPS, ROUNDS = 50, 12, 10_000, 10
 CHILD_MARK = "CHILD-RESULT "
 MM2 = {"checkpoint_interval_s": 5, "refresh_topics_interval_s": 5, "refresh_groups_interval_s": 5}
 STEPS = ("precheck", "translate_offsets", "write_offsets", "read_back_offsets", "stop_flow")
@@ -58,12 +67,15 @@ def group_name(i: int) -> str:
 
 
 def size_regex(n: int) -> str:
-    """A whole-id regex matching exactly the first n groups (n a multiple of 100, at most 1,000)."""
+    """A whole-id regex matching exactly the first n groups (n a multiple of 100, at most 10,000): their first two
+    digits (the hundreds) from 00 to n/100 - 1."""
     assert n % 100 == 0 and 0 < n <= MAX_GROUPS, n
-    if n == MAX_GROUPS:
+    last = n // 100 - 1
+    if last == 99:
         return r"sc-g\d{4}"
-    hundreds = n // 100 - 1
-    return rf"sc-g0[0-{hundreds}]\d\d"
+    tens, units = divmod(last, 10)
+    parts = ([f"[0-{tens - 1}]\\d"] if tens else []) + [f"{tens}[0-{units}]"]
+    return rf"sc-g(?:{'|'.join(parts)})\d\d"
 
 
 def uptime() -> str:
@@ -72,14 +84,17 @@ def uptime() -> str:
 
 # -- the scene ---------------------------------------------------------------------------------------
 
-def scene(stack: Any, records: int, rnd: random.Random) -> dict[str, Any]:
+TOPIC_NAMES = [f"sc-t{i:02d}" for i in range(TOPICS)]
+
+
+def scene(stack: Any, records: int, seed: int, groups: int) -> None:
+    """The records, then the first `groups` groups committed (`commit_groups`), then MM2 settled."""
     from mirrorbook.devstack.workload import produce
     from mirrorbook.kafka.admin import KafkaAdmin
-    from mirrorbook.kafka.types import TP
 
     a = stack.require().brokers["A"].bootstrap
     admin = KafkaAdmin(a)
-    topics = [f"sc-t{i:02d}" for i in range(TOPICS)]
+    topics = TOPIC_NAMES
     admin.create_topics({t: PARTITIONS for t in topics})
     t0 = time.monotonic()
     produced = 0
@@ -90,24 +105,36 @@ def scene(stack: Any, records: int, rnd: random.Random) -> dict[str, Any]:
             produced += produce(a, topics[k::5], max(1, int(records * (0.5 + 0.25 * k) / ROUNDS)), admin=admin)
         time.sleep(1.5)
     print(f"  produced {produced} records on {TOPICS * PARTITIONS} partitions in {time.monotonic() - t0:.1f}s")
+    commit_groups(stack, seed, 0, groups)
+
+
+def commit_groups(stack: Any, seed: int, start: int, end: int) -> None:
+    """Commit groups start..end-1 of the scene (their offsets drawn from `seed` in order, so a scene made with fewer
+    groups and extended gets the very groups a larger one made at once has), then wait for MM2 to settle."""
+    from mirrorbook.kafka.admin import KafkaAdmin
+    from mirrorbook.kafka.types import TP
+
+    rnd = random.Random(seed)
+    admin = KafkaAdmin(stack.require().brokers["A"].bootstrap)
+    topics = TOPIC_NAMES
     highs = admin.high_watermarks([TP(t, p) for t in topics for p in range(PARTITIONS)])
     groups: dict[str, dict[TP, int]] = {}
-    for i in range(MAX_GROUPS):
+    for i in range(end):
         offsets = {}
         for t in rnd.sample(topics, rnd.randint(5, 20)):
             for p in range(PARTITIONS):
                 high, kind = highs[TP(t, p)], rnd.random()
                 offsets[TP(t, p)] = 0 if kind < 0.1 else max(0, high - rnd.randint(1, 5)) if kind < 0.35 \
                     else rnd.randint(1, high)
-        groups[group_name(i)] = offsets
+        if i >= start:
+            groups[group_name(i)] = offsets
     t0 = time.monotonic()
     names = list(groups)
-    for start in range(0, len(names), 100):
-        admin.alter_group_offsets({g: groups[g] for g in names[start:start + 100]})
-    print(f"  {len(groups)} groups, {sum(len(o) for o in groups.values())} group-partitions committed "
+    for first in range(0, len(names), 100):
+        admin.alter_group_offsets({g: groups[g] for g in names[first:first + 100]})
+    print(f"  groups {start}..{end - 1}: {sum(len(o) for o in groups.values())} group-partitions committed "
           f"in {time.monotonic() - t0:.1f}s")
     wait_mirrored(stack, topics)
-    return {"topics": topics, "groups": groups}
 
 
 def wait_mirrored(stack: Any, topics: list[str], timeout_s: float = 900.0) -> None:
@@ -217,8 +244,18 @@ def child_failover(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.monotonic()
     dag.test(run_conf={**conf, "groups": "sc-no-such-group", "dry_run": True, "parity": "off"})
     warm_s = time.monotonic() - t0
+    profiler = None
+    if job.get("profile"):
+        from pyinstrument import Profiler  # installed for benchmarking (not a dependency of mirrorbook)
+
+        profiler = Profiler(interval=0.002)
+        profiler.start()
     cpu0 = cpu_s()
     run = dag.test(run_conf=conf)
+    if profiler is not None:
+        profiler.stop()
+        Path(job["profile"]).write_text(profiler.output_html())
+        Path(job["profile"]).with_suffix(".txt").write_text(profiler.output_text(unicode=False, color=False))
     out: dict[str, Any] = {"state": str(run.state), "warm_s": round(warm_s, 1), "code": mirrorbook.__file__,
                            "cpu_s": round(cpu_s() - cpu0, 1)}
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
@@ -317,8 +354,13 @@ def main() -> int:
     ap.add_argument("--spark-driver-mb", type=int, default=None,
                     help="the Spark Connect server's driver memory (default: the devstack's, 1024)")
     ap.add_argument("--baseline", default=None, help="a git ref whose code is measured beside ours")
-    ap.add_argument("--no-health", action="store_true")
+    ap.add_argument("--no-health", action="store_true", help="no standalone health check measurement")
     ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument("--fresh", action="store_true",
+                    help="also a precise failover with no readiness kept (every position proved during it)")
+    ap.add_argument("--scheduler", action="store_true",
+                    help="also the precise failover through a real Airflow (airflow standalone, REST-triggered)")
+    ap.add_argument("--profile", default=None, help="a directory for a pyinstrument profile of each failover child")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--stack-dir", default=None,
                     help="keep the stack and its scene in this directory, and reuse them when it holds one already")
@@ -333,9 +375,12 @@ def main() -> int:
     proof_sizes = [int(s) for s in (args.proof_sizes or args.sizes).split(",")]
     translations = args.translations.split(",")
     proofs = args.proofs.split(",")
+    profile = Path(args.profile).resolve() if args.profile else None
+    if profile:
+        profile.mkdir(parents=True, exist_ok=True)
     print(f"start: {uptime()}")
     results: dict[str, Any] = {}
-    with scene_stack(args) as (work, stack):
+    with scene_stack(args, max(sizes)) as (work, stack):
         versions = [CodeVersion("ours", work)]
         if args.baseline:
             versions.insert(0, CodeVersion("base", work, args.baseline))
@@ -346,10 +391,11 @@ def main() -> int:
         for spec in [*topo.clusters.values(), *topo.connect_clusters.values()]:
             spec.connection_id = f"bench_{spec.connection_id}"  # the stack's own addresses
         spark_conn: dict[str, str] = {}
+        topologies: dict[int, Path] = {}
         for n in sizes:
             regex = size_regex(n)
             flows = [f.model_copy(update={"groups": regex}) if f.name == "A->B" else f for f in topo.flows]
-            topo_path = work / f"topology-{n}.yaml"
+            topo_path = topologies[n] = work / f"topology-{n}.yaml"
             topo_path.write_text(topo.model_copy(update={"flows": flows}).to_yaml())
             print(f"\n== {n} groups ({regex}); {uptime()}")
             if not args.no_health:
@@ -359,20 +405,30 @@ def main() -> int:
                     results[f"health/{v.name}/{n}"] = r
             if args.no_failover:
                 continue
-            runs = [(t, "off") for t in translations]
+            # (label, translation, proofs, audit store); a precise failover after a health check pass on its store
+            runs = [("precise-fresh", "precise", "off", "fresh")] if args.fresh and "precise" in translations else []
+            runs += [(t, t, "off", "kept") for t in translations]
             if "connect" in proofs and n in proof_sizes:
-                runs.append(("precise", "spark"))
-            for translation, parity in runs:
+                runs.append(("precise", "precise", "spark", "kept"))
+            for label, translation, parity, store in runs:
                 if parity == "spark" and not spark_conn:
                     spark_conn = start_spark(stack, args.spark_driver_mb)
                 for v in versions:
+                    db = work / f"audit-{v.name}-{n}{'-fresh' if store == 'fresh' else ''}.db"
+                    env = v.env(topo_path, db, spark_conn if parity == "spark" else None)
+                    if translation == "precise" and store == "kept" and f"prepass/{v.name}/{n}" not in results:
+                        results[f"prepass/{v.name}/{n}"] = prepass = run_child({"kind": "health", "passes": 1}, env)
+                        show_health(f"scheduled health check before the failover [{v.name}]", prepass)
                     job = {"kind": "failover", "translation": translation, "groups": regex, "parity": parity}
-                    env = v.env(topo_path, work / f"audit-{v.name}.db", spark_conn if parity == "spark" else None)
-                    print(f"  -- {translation}, proofs {parity}, {v.name}; {uptime()}")
+                    if profile:
+                        job["profile"] = str(profile / f"failover-{v.name}-{label}-{parity}-g{n}.html")
+                    print(f"  -- {label}, proofs {parity}, {v.name}; {uptime()}")
                     r = run_child(job, env)
                     show_failover(f"failover [{v.name}]", r)
-                    results[f"failover/{v.name}/{translation}/{parity}/{n}"] = r
+                    results[f"failover/{v.name}/{label}/{parity}/{n}"] = r
                     reset(stack, [group_name(i) for i in range(n)])
+        if args.scheduler and not args.no_failover:
+            scheduled(work, stack, sizes, topologies, versions[-1], results)
         if spark_conn:
             from failover_rto import _close_spark_session
             _close_spark_session()  # while the server is up: at exit pyspark would retry against it for minutes
@@ -381,14 +437,55 @@ def main() -> int:
     return 0
 
 
+def scheduled(work: Path, stack: Any, sizes: list[int], topologies: dict[int, Path], v: CodeVersion,
+              results: dict[str, Any]) -> None:
+    """The precise failover at each size through a real Airflow set up as README recommends (failover_rto.py's
+    server and helpers), each after a scheduled health check pass on the server's audit store."""
+    import httpx
+    from failover_rto import SCHEDULER_SETTINGS, _scheduled, _trigger
+
+    sys.path.insert(0, str(REPO))
+    from tests.e2e import airflow_server
+
+    db = work / "audit-scheduler.db"
+    env = v.env(topologies[max(sizes)], db)
+    conns = json.loads(stack.connections_path.read_text())
+    env.update({f"AIRFLOW_CONN_BENCH_{cid.upper()}": json.dumps(spec) for cid, spec in conns.items()
+                if spec.get("conn_type") != "spark_connect"})
+    keep = ("MIRRORBOOK_TOPOLOGY", "MIRRORBOOK_AUDIT_URL", "MIRRORBOOK_ARTIFACTS_DIR", "PYTHONPATH")
+    server_env = {**{k: env[k] for k in keep}, **{k: val for k, val in env.items() if k.startswith("AIRFLOW_CONN_")},
+                  **SCHEDULER_SETTINGS, "MIRRORBOOK_HEALTH_SCHEDULE": "none",
+                  "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
+    os.environ.update({k: env[k] for k in ("MIRRORBOOK_AUDIT_URL", "MIRRORBOOK_ARTIFACTS_DIR")})  # _scheduled reads
+    server = airflow_server.start(work / "airflow-scheduler", server_env, preload=True)
+    try:
+        airflow_server.wait_ready(server, ["mm2_failover"], timeout_s=600)
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token('admin')}"},
+                           timeout=60)
+        api.patch("/api/v2/dags/mm2_failover", json={"is_paused": False}).raise_for_status()
+        conf = {"flow": "A->B", "mode": "planned", "translation": "precise", "drain_timeout": 600, "max_lag": 0,
+                "parity": "off", "approval": "skip"}
+        print(f"\n== real scheduler ({server.url}): a dry run first (each component's first-use costs); {uptime()}")
+        _trigger(api, {**conf, "groups": "sc-no-such-group", "dry_run": True})
+        for n in sizes:
+            prepass = run_child({"kind": "health", "passes": 1}, v.env(topologies[n], db))
+            show_health(f"scheduled health check before the failover [scheduler, {n}]", prepass)
+            print(f"  -- precise through the real scheduler, {n} groups; {uptime()}")
+            results[f"scheduler/{n}"] = {"rto_s": _scheduled(api, {**conf, "groups": size_regex(n), "dry_run": False})}
+            reset(stack, [group_name(i) for i in range(n)])
+    finally:
+        airflow_server.stop(server)
+
+
 @contextmanager
-def scene_stack(args: argparse.Namespace) -> Iterator[tuple[Path, Any]]:
-    """A devstack with the scene loaded: a throwaway one, or the one kept in --stack-dir (made there once)."""
+def scene_stack(args: argparse.Namespace, groups: int) -> Iterator[tuple[Path, Any]]:
+    """A devstack with the scene loaded (`groups` groups at least): a throwaway one, or the one kept in --stack-dir
+    (made there once, extended with more groups when a run needs them)."""
     from bench_stack import throwaway_stack
 
     if args.stack_dir is None:
         with throwaway_stack("mb-scale-", **MM2) as (work, stack):
-            scene(stack, args.records, random.Random(args.seed))
+            scene(stack, args.records, args.seed, groups)
             yield work, stack
         return
     from mirrorbook.devstack.config import Mm2Settings, StackSettings
@@ -397,9 +494,14 @@ def scene_stack(args: argparse.Namespace) -> Iterator[tuple[Path, Any]]:
     work = Path(args.stack_dir)
     stack = DevStack(work / "stack")
     stack.up(StackSettings(mm2=Mm2Settings(**MM2)))
-    if not (work / "scene.json").exists():
-        scene(stack, args.records, random.Random(args.seed))
-        (work / "scene.json").write_text(json.dumps({"records": args.records, "seed": args.seed}))
+    kept = json.loads((work / "scene.json").read_text()) if (work / "scene.json").exists() else None
+    if kept is None:
+        scene(stack, args.records, args.seed, groups)
+        kept = {"records": args.records, "seed": args.seed, "groups": groups}
+    elif kept.get("groups", 1000) < groups:
+        commit_groups(stack, kept["seed"], kept.get("groups", 1000), groups)
+        kept["groups"] = groups
+    (work / "scene.json").write_text(json.dumps(kept))
     for old in work.glob("airflow-*"):
         shutil.rmtree(old)
     for old in [*work.glob("code-*"), *work.glob("audit-*.db")]:
@@ -428,10 +530,19 @@ def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> No
         tag = "" if v == "ours" else "_base"
         for n in sizes:
             for name, key in ((f"failover_rto_s{tag}_g{n}", f"failover/{v}/precise/off/{n}"),
+                              (f"failover_rto_s_fresh{tag}_g{n}", f"failover/{v}/precise-fresh/off/{n}"),
                               (f"failover_rto_s_mm2{tag}_g{n}", f"failover/{v}/mm2/off/{n}"),
                               (f"failover_rto_s_proofs{tag}_g{n}", f"failover/{v}/precise/spark/{n}")):
                 if (x := fig(key)) is not None:
                     print(f"RESULT {name}={x:.2f} s")
+            if v == versions[-1] and (x := fig(f"scheduler/{n}")) is not None:
+                print(f"RESULT failover_rto_s_scheduler_g{n}={x:.2f} s")
+            for label in ("precise", "precise-fresh"):
+                plan = (results.get(f"failover/{v}/{label}/off/{n}") or {}).get("plan") or {}
+                if plan.get("partitions"):
+                    exact = sum(c for m, c in plan.get("methods", {}).items() if m.startswith("precise:"))
+                    suffix = "" if label == "precise" else "_fresh"
+                    print(f"RESULT precise_exact_share{suffix}{tag}_g{n}={exact / plan['partitions']:.4f}")
             if (x := fig(f"failover/{v}/precise/off/{n}", "translate_s")) is not None:
                 print(f"RESULT translate_precise_s{tag}_g{n}={x:.2f} s")
             if (x := fig(f"failover/{v}/precise/off/{n}", "peak_rss_mb")) is not None:

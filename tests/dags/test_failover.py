@@ -35,6 +35,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
+from mirrorbook.mm2.precise import END_RULES, translate_precise
 from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.parity import submit, write_record_snapshot
@@ -83,14 +84,32 @@ def _source_positions(admin_a: KafkaAdmin, groups: list[str]) -> dict[str, dict[
     return admin_a.committed_offsets(groups)
 
 
-def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag):
+def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag, audit: AuditStore):
+    """The scheduled health check proved every group's position (readiness); one group committed since. The failover
+    reuses the rest — with each position's age — and proves that one afresh: row by row what a fresh translation
+    finds, and every consumer on B reads exactly its next record."""
     tag = f"pp{uuid.uuid4().hex[:5]}"
     topics, groups = _workload(fo, tag, POSITIONS)
-    admin_a, admin_b, _, b = _admins(fo)
+    admin_a, admin_b, a, b = _admins(fo)
+    topo = fo.require().topology()
+    clients = stack_clients(fo)
+    params = HealthParams(flows="A->B", max_lag=10**9, max_checkpoint_age_s=10**6)
+    run_health_check(clients, topo, [topo.flow("A->B")], params, audit,
+                     Runbook(RunInfo(run_id=f"health-{tag}"), audit))
+    moved = TP(topics[0], 1)
+    admin_a.alter_group_offsets({groups[0]: {moved: 17}})  # after the health check: proved afresh at the failover
     before = _source_positions(admin_a, groups)
+    fresh = translate_precise(a, b, "A", "B", f"{tag}-g.*")  # what a fresh translation finds now
 
     run = run_dag("mm2_failover", _conf(tag, mode="planned", translation="precise"))
     assert run.state == "success", run.failure() or run.task_states()
+    rows = {(r["group"], r["target_topic"], r["partition"]): r for r in run.report()["rows"]}
+    assert len(rows) == len(fresh.rows) == 60 and fresh.totals.proven == 60
+    for f in fresh.rows:  # row by row: the same position and rule, reused (with its age) or proved now
+        r = rows[(f.group, f.target_topic, f.partition)]
+        assert (r["offset"], r["method"]) == (f.precise_offset, f"precise:{f.proof}"), (r, f)
+        now = (f.group, f.source_topic, f.partition) == (groups[0], *moved)
+        assert (r["basis_age_s"] is None) == (now or f.proof in END_RULES), r
 
     # Consumers started on B as the same groups read exactly the next sequence numbers (seq == A offset).
     for g in groups:

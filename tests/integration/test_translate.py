@@ -7,11 +7,14 @@ Every claim is checked with the workload's sequence numbers (seq == the record's
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import pytest
 from confluent_kafka import Producer
@@ -22,16 +25,18 @@ from mirrorbook.kafka.sequenced import record
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
-from mirrorbook.mm2.internal_topics import CheckpointLog, read_checkpoints, read_heartbeats
 from mirrorbook.mm2.counts import ZERO, Count
-from mirrorbook.mm2.precise import ALIGNED, NOT_PROVEN, UNIQUE, PreciseReport, translate_precise
+from mirrorbook.mm2.internal_topics import (CheckpointLog, offset_syncs_topic, read_checkpoints, read_heartbeats,
+                                            read_offset_syncs)
+from mirrorbook.mm2.precise import (ALIGNED_BACK, ALIGNED_END, ALIGNED_START, BOTH_EMPTY, NOT_PROVEN, UNIQUE,
+                                    PreciseReport, translate_precise)
 from mirrorbook.mm2.records import Checkpoint
 from mirrorbook.topology import load_topology
 from mirrorbook.mm2.remote_cluster_utils import (checkpoint_topics, group_matcher, heartbeat_topics,
                                                  replication_hops, translate_offsets, translate_offsets_all,
                                                  upstream_clusters)
 from tests.conftest import TEST_MM2
-from tests.helpers import eventually, wait_mirrored
+from tests.helpers import eventually, seqs, set_topic_config, wait_mirrored
 
 pytestmark = pytest.mark.integration
 
@@ -196,57 +201,135 @@ def test_translate_cli_prints_both_modes(scenario, devstack, capsys, tmp_path):
     assert precise.totals.proven == precise.totals.partitions == sum(len(o) for o in scenario.committed.values())
 
 
-def test_precise_says_not_proven_when_content_is_ambiguous(devstack, bootstrap_a, bootstrap_b, admin_a, admin_b,
-                                                           unique):
-    """A stray copy of a future source record sits inside the window on B (as an MM2 re-send would).
+@contextmanager
+def compacting(admin: KafkaAdmin, topic: str) -> Iterator[None]:
+    """Make the broker's log cleaner compact `topic` within a second or two, as it would in hours: small segments,
+    any dirty ratio, and — for the block's length — the cleaner looking for work every 200 ms (a dynamic broker
+    setting, restored after)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    Groups before the stray align; a group whose next record has a unique copy is proven by content;
-    the group whose next record has two identical copies in the window is NOT proven and keeps MM2's
-    offset; a fully consumed group is proven from the final sync.
-    """
-    topic, remote = f"amb-{unique}", f"A.amb-{unique}"
-    admin_a.create_topics({topic: 1})
+    for key, value in (("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.01"), ("min.compaction.lag.ms", "0")):
+        set_topic_config(admin.bootstrap, topic, key, value)
+    client = AdminClient({"bootstrap.servers": admin.bootstrap})
+
+    def backoff(value: str | None) -> None:
+        op = AlterConfigOpType.SET if value else AlterConfigOpType.DELETE
+        for broker in admin.broker_ids():
+            res = ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[
+                ConfigEntry("log.cleaner.backoff.ms", value, incremental_operation=op)])
+            for fut in client.incremental_alter_configs([res]).values():
+                fut.result()
+    backoff("200")
+    try:
+        yield
+    finally:
+        backoff(None)
+
+
+def test_groups_behind_the_newest_offset_sync_and_at_zero_are_placed_exactly_once_older_syncs_are_compacted(
+        scratch_flow, bootstrap_a, bootstrap_b, admin_a, admin_b):
+    """MM2's offset-syncs topic compacted by the broker's cleaner: one sync per partition is left, its newest. Two
+    stray records on B (a copy of A's future record 130 after A's 119, one of a record A never held after A's
+    139), as re-sends would leave. Every group whose next record has a copy is placed exactly — at 0 and below the
+    first stray from both partitions' starts, further (beyond `max_window` of them) and between the strays by
+    unique content, behind the newest sync back from it, at the end after its copy — and the one whose record has
+    two copies in reach is not proven, and starts where it skips nothing. Each checked with the workload's
+    sequence numbers (seq == A's offset)."""
+    s = scratch_flow
+    tp_a, tp_b = TP(s.topic, 0), TP(s.remote, 0)
     base_ts = int(time.time() * 1000) - 10_000
 
-    def produce(config: str, tp_topic: str, seqs: range | list[int]) -> None:
+    def write(config: str, topic: str, seqs: range | list[int]) -> None:
         p = Producer({"bootstrap.servers": config, "linger.ms": 5})
         for seq in seqs:
-            key, value, headers = record(topic, 0, seq, "workload")
-            p.produce(tp_topic, key=key, value=value, headers=headers, partition=0, timestamp=base_ts + seq)
+            key, value, headers = record(s.topic, 0, seq, "workload")
+            p.produce(topic, key=key, value=value, headers=headers, partition=0, timestamp=base_ts + seq)
         assert p.flush(30) == 0
 
-    produce(bootstrap_a, topic, range(0, 120))
-    wait_mirrored(admin_a, admin_b, topic, remote)
-    produce(bootstrap_b, remote, [130])  # the stray: identical to what A's record 130 will be
-    produce(bootstrap_a, topic, range(120, 200))
-    eventually(lambda: admin_b.high_watermarks([TP(remote, 0)])[TP(remote, 0)] == 201, timeout=60,
-               what="A's 200 records plus the stray on B")
-    groups = {f"{unique}-at{c}": c for c in (110, 125, 130, 200)}
-    park_groups(admin_a, [topic], [GroupSpec(name=g, position=str(c)) for g, c in groups.items()])
-    committed = {g: {TP(topic, 0): c} for g, c in groups.items()}
-    # Settled includes MM2's exact checkpoint for the fully consumed group (200 -> 201), made from the
-    # sync of A's last record, which precise mode anchors on too.
-    eventually(lambda: checkpoints_settled(bootstrap_b, f"{unique}-at.*", committed, {TP(topic, 0): 200},
-                                           {TP(remote, 0): 201}), timeout=90, what="checkpoints")
+    def b_holds(n: int) -> None:
+        eventually(lambda: s.remote in admin_b.topics() and admin_b.high_watermarks([tp_b])[tp_b] == n, timeout=90,
+                   what=f"{n} records on {tp_b}")
 
-    report = translate_precise(bootstrap_a, bootstrap_b, "A", "B", f"{unique}-at.*")
-    rows = {r.source_offset: r for r in report.rows}
-    assert (rows[110].proof, rows[110].precise_offset) == (ALIGNED, 110)
-    assert (rows[125].proof, rows[125].precise_offset) == (UNIQUE, 126)
-    assert rows[130].proof == NOT_PROVEN and "ambiguous: 2 records" in rows[130].reason
-    # Not proven: the highest position that provably skips nothing — here MM2's checkpoint, made at 130 —
-    # with its re-read bounded honestly: the true figure (B records from there to A's 130, at B offset 131,
-    # the stray included) lies within the bounds.
-    assert rows[130].precise_offset is None and rows[130].offset == rows[130].mm2_offset is not None
-    assert rows[130].skip == ZERO and not rows[130].re_read.is_exact
-    assert rows[130].re_read.low <= 131 - rows[130].offset <= rows[130].re_read.high
-    assert rows[200].precise_offset == 201
-    assert report.totals.not_proven == 1 and report.totals.proven == 3
-    # Consumers at those offsets read exactly from their next record (seq == A's offset).
-    for c, row in rows.items():
-        if c in (110, 125):
-            first = next(read_ranges(bootstrap_b, {TP(remote, 0): (row.precise_offset, row.precise_offset + 1)}))
-            assert json.loads(first.value())["seq"] == c
+    write(bootstrap_a, s.topic, range(0, 120))
+    b_holds(120)
+    write(bootstrap_b, s.remote, [130])   # B 120: a stray copy of A's future 130
+    write(bootstrap_a, s.topic, range(120, 140))
+    b_holds(141)
+    write(bootstrap_b, s.remote, [999])   # B 141: a record A never held
+    write(bootstrap_a, s.topic, range(140, 200))
+    b_holds(202)
+    syncs_topic = offset_syncs_topic(s.alias, "B", "target")
+    newest = eventually(lambda: (found := read_offset_syncs(bootstrap_b, s.alias, "B", location="target")
+                                 .syncs.get(tp_a)) and found[-1].upstream_offset == 199 and found[-1],
+                        what="MM2's sync of A's last record")
+    with compacting(admin_b, syncs_topic):
+        left = eventually(lambda: (found := read_offset_syncs(bootstrap_b, s.alias, "B", location="target")
+                                   .syncs.get(tp_a, [])) and len(found) == 1 and found, timeout=60,
+                          what="the cleaner leaving one sync for the partition")
+    assert left == [newest] and (newest.upstream_offset, newest.downstream_offset) == (199, 201)
+
+    groups = {f"{s.topic}-at{c}": c for c in (0, 60, 110, 125, 130, 150, 200)}
+    committed = {g: {tp_a: c, TP(s.topic, 1): 0} for g, c in groups.items()}  # partition 1: empty on both sides
+    admin_a.alter_group_offsets(committed)
+    report = translate_precise(bootstrap_a, bootstrap_b, s.alias, "B", f"{re.escape(s.topic)}-at.*",
+                               offset_syncs_location="target", max_window=100)
+    rows = {(r.source_offset, r.partition): r for r in report.rows}
+    assert {c: (rows[(c, 0)].proof, rows[(c, 0)].precise_offset) for c in groups.values()} == {
+        0: (ALIGNED_START, 0), 60: (ALIGNED_START, 60), 110: (UNIQUE, 110), 125: (UNIQUE, 126),
+        130: (NOT_PROVEN, None), 150: (ALIGNED_BACK, 152), 200: (ALIGNED_END, 202)}
+    assert {rows[(0, 1)].proof} == {BOTH_EMPTY} and rows[(0, 1)].precise_offset == 0
+    for c in (0, 60, 110, 125, 150):  # a consumer at the position reads A's record c next
+        assert seqs(bootstrap_b, tp_b, rows[(c, 0)].offset, rows[(c, 0)].offset + 1) == [c]
+    ambiguous = rows[(130, 0)]
+    assert "ambiguous: 2 records in target window (100, 142)" in ambiguous.reason, ambiguous.reason
+    assert "130 offsets from the partitions' first records: the window exceeds max_window 100" in ambiguous.reason
+    # Not proven: a position that provably skips nothing, its re-read bounded — the truth (B records from there to
+    # A's 130, at B 131, the stray included) within the bounds.
+    assert ambiguous.skip == ZERO and ambiguous.offset <= 131
+    assert ambiguous.re_read.low <= 131 - ambiguous.offset <= ambiguous.re_read.high
+
+
+def test_a_transactional_partition_is_aligned_record_by_record(admin_a, admin_b, bootstrap_a, bootstrap_b, unique):
+    """Exactly-once producers: commit markers take offsets on A and are never copied; MM2's source consumer reads
+    `read_uncommitted` (the Java default), so it copies the records of aborted transactions as plain records
+    (measured: B holds them). Groups anywhere — at a marker, inside an aborted transaction, past the last record
+    with markers to the end — are placed exactly: on the copy of the first record MM2 read at or after their
+    offset, or at B's end."""
+    topic, remote = f"txn-{unique}", f"A.txn-{unique}"
+    admin_a.create_topics({topic: 1})
+    producer = Producer({"bootstrap.servers": bootstrap_a, "transactional.id": f"txn-{unique}"})
+    producer.init_transactions()
+    seq = 0
+    for txn in range(8):  # 8 transactions of 5 records, the 2nd and 5th aborted; each ends with its marker
+        producer.begin_transaction()
+        for _ in range(5):
+            producer.produce(topic, key=b"k%d" % seq, value=json.dumps({"seq": seq, "txn": txn}).encode(),
+                             partition=0)
+            seq += 1
+        producer.flush(30)
+        (producer.abort_transaction if txn in (1, 4) else producer.commit_transaction)()
+    tp_a, tp_b = TP(topic, 0), TP(remote, 0)
+    as_mm2_reads = {m.offset(): json.loads(m.value())["seq"]
+                    for m in read_ranges(bootstrap_a, {tp_a: (0, admin_a.high_watermarks([tp_a])[tp_a])},
+                                         isolation="read_uncommitted")}
+    assert len(as_mm2_reads) == 40 and admin_a.high_watermarks([tp_a])[tp_a] == 48  # 8 markers
+    eventually(lambda: remote in admin_b.topics() and admin_b.high_watermarks([tp_b])[tp_b] == 40, timeout=90,
+               what="every record MM2 read, aborted ones included, on B")
+    on_b = {json.loads(m.value())["seq"]: m.offset() for m in read_ranges(bootstrap_b, {tp_b: (0, 40)})}
+    assert sorted(on_b) == list(range(40))  # the aborted transactions' records too, as plain records
+    # Offsets: txn k's records at 6k..6k+4, its marker at 6k+5. 11: a marker; 13: inside an aborted transaction;
+    # 47: the last marker; 48: the end.
+    positions = [0, 3, 5, 6, 11, 13, 29, 30, 46, 47, 48]
+    groups = {f"{unique}-at{c}": c for c in positions}
+    admin_a.alter_group_offsets({g: {tp_a: c} for g, c in groups.items()})
+    report = translate_precise(bootstrap_a, bootstrap_b, "A", "B", f"{re.escape(unique)}-at.*")
+    assert report.totals.proven == len(positions), [(r.source_offset, r.reason) for r in report.rows if not r.proven]
+    for row in report.rows:
+        c = row.source_offset
+        nxt = min((o for o in as_mm2_reads if o >= c), default=None)
+        want = on_b[as_mm2_reads[nxt]] if nxt is not None else 40
+        assert row.precise_offset == want, (c, row)
+    assert {r.source_offset: r.proof for r in report.rows}[48] == ALIGNED_END
 
 
 def test_remote_cluster_utils_and_readers_on_the_stack(devstack, bootstrap_a, bootstrap_b, admin_a, admin_b, unique):

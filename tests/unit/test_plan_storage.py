@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from mirrorbook.audit import AuditStore
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
-from mirrorbook.runbooks.plan import (PlannedOffsets, PlanRow, TranslationPlan, _COUNT_COLUMNS, _NUMBER_COLUMNS,
-                                      _TEXT_COLUMNS)
+from mirrorbook.runbooks.plan import (COLUMNS_FORMAT, PlannedOffsets, PlanRow, TranslationPlan, _COUNT_COLUMNS,
+                                      _NUMBER_COLUMNS, _TEXT_COLUMNS)
 
 offsets = st.integers(min_value=0, max_value=2**62)
 # Text the audit store keeps as it is (it escapes NUL and lone surrogates, in every format alike).
@@ -58,3 +58,12 @@ def test_a_plan_kept_one_object_per_row_still_reads_back():
     old = plan.model_dump(mode="json")
     assert TranslationPlan.from_stored(old) == plan
     assert PlannedOffsets.from_stored(old).offsets() == {"g": {TP("A.t", 0): 7}}
+
+
+@settings(max_examples=20, deadline=None)
+@given(plan=plans)
+def test_a_plan_kept_one_list_per_column_still_reads_back(plan):
+    """A run planned by the release that kept each column as a JSON list (format 2) reads as it was."""
+    old = {"format": COLUMNS_FORMAT, **plan.model_dump(mode="json", exclude={"rows"}), **plan.columns()}
+    assert TranslationPlan.from_stored(old) == plan
+    assert PlannedOffsets.from_stored(old).offsets() == plan.offsets()

@@ -18,7 +18,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import ZERO, Count
 from mirrorbook.mm2.offset_sync_store import SyncIndex
 from mirrorbook.mm2.precise import (NOT_PROVEN, Marks, PartitionData, PartitionTranslation, PreciseReport, Rec,
-                                    _Item, _row, position_counts, prove, sync_position, totals)
+                                    _Context, Item, _row, position_counts, prove, sync_position, totals)
 from mirrorbook.mm2.records import Checkpoint, OffsetSync
 from mirrorbook.runbooks.plan import TranslationPlan, earliest_row, rows_from_precise
 
@@ -48,10 +48,8 @@ def translate(committed: int, syncs: SyncIndex, *, checkpoint: tuple[int, int] |
               target_marks: Marks = Marks(0, 300), max_window: int = 100_000) -> PartitionTranslation:
     """One row, as `translate_precise` makes it from what it read."""
     cp = Checkpoint("g", TGT.topic, 0, *checkpoint) if checkpoint else None
-    window = syncs.window(committed)
-    proof = prove(committed, window, source, target, source_marks, target_marks, max_window)
-    return _row(_Item("g", SRC, TGT, committed, cp), proof, syncs.syncs, window, source, target, source_marks,
-                target_marks)
+    proof = prove(committed, syncs, source, target, source_marks, target_marks, max_window)
+    return _row(Item("g", SRC, TGT, committed, cp), proof, _Context(syncs, source, target, source_marks, target_marks))
 
 
 def report(*rows: PartitionTranslation) -> PreciseReport:
@@ -93,7 +91,7 @@ def test_a_rewound_group_not_proven_starts_at_its_sync_position_and_mm2s_skip_is
 
 def test_with_sparse_syncs_the_rewound_groups_skip_is_a_stated_bound_that_holds_the_truth():
     # offset.lag.max 100: syncs every ~100 records; MM2 translated 250 with the sync 200 -> 200, to 201.
-    row = translate(89, SPARSE, checkpoint=(250, 201), max_window=50)
+    row = translate(89, SPARSE, checkpoint=(250, 201), max_window=5)
     assert row.proof == NOT_PROVEN and "exceeds max_window" in row.reason
     # With the sync 0 -> 0, offset 1 holds a copy of a record no later than 89: safe, and the highest that is.
     assert (row.offset, row.fallback_rule, row.skip) == (1, "offset-sync", ZERO)
@@ -101,7 +99,8 @@ def test_with_sparse_syncs_the_rewound_groups_skip_is_a_stated_bound_that_holds_
     # 201 - 89 = 112 records skipped in truth; nothing was read, so the syncs bound it — from above 0.
     assert 0 < row.mm2_skip.low <= 112 <= row.mm2_skip.high and row.mm2_re_read == ZERO
     # Read (as translate_precise reads a searchable window), the source counts the records the sync 200 passed.
-    read = translate(89, SPARSE, checkpoint=(250, 201), source=records(0, 300), target=records(0, 300), max_window=50)
+    read = translate(89, SPARSE, checkpoint=(250, 201), source=records(0, 300), target=records(100, 300),
+                     max_window=5)
     assert read.mm2_skip.low == 112 and read.offset == 1
     assert plan(report(read), "mm2").skipping()[0].skip == read.mm2_skip
 
@@ -192,7 +191,7 @@ def test_sync_position():
 
 def test_totals_add_counts_honestly():
     exact = translate(89, DENSE, checkpoint=(250, 250), max_window=0)
-    bounded = translate(89, SPARSE, checkpoint=(250, 201), max_window=50)
+    bounded = translate(89, SPARSE, checkpoint=(250, 201), max_window=5)
     lost = translate(89, DENSE, checkpoint=(89, 89), target_marks=Marks(150, 300), max_window=0)
     t = totals([exact, bounded, lost])
     assert (t.partitions, t.groups, t.proven, t.not_proven, t.without_checkpoint) == (3, 1, 0, 3, 0)
@@ -255,8 +254,7 @@ def holds(count: Count, n: int) -> bool:
 @given(scenes())
 def test_every_count_holds_the_truth_and_a_row_said_to_skip_nothing_skips_nothing(scene):
     s = scene
-    window = s["syncs"].window(s["committed"])
-    proof = prove(s["committed"], window, s["source"], s["target"], s["source_marks"], s["target_marks"])
+    proof = prove(s["committed"], s["syncs"], s["source"], s["target"], s["source_marks"], s["target_marks"])
     re_read, skip = position_counts(s["x"], s["committed"], proof.offset, s["syncs"].syncs, s["source"], s["target"],
                                     s["source_marks"], s["target_marks"])
     true_re_read, true_skip = truth(s, s["x"])

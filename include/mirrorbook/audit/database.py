@@ -163,5 +163,20 @@ class Database:
         conn.execute(stmt.on_conflict_do_update(index_elements=list(keys),
                                                 set_={k: v for k, v in values.items() if k not in keys}))
 
+    def upsert_many(self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]
+                    ) -> None:
+        """`upsert` of many rows with the same columns, as one statement executed for all of them (a thousand
+        groups' readiness positions are 150,000 rows: one statement each took minutes)."""
+        if not rows:
+            return
+        if self.backend == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(table)
+        stmt = stmt.on_conflict_do_update(index_elements=list(keys),
+                                          set_={k: stmt.excluded[k] for k in rows[0] if k not in keys})
+        conn.execute(stmt, list(rows))
+
     def dispose(self) -> None:
         self._engine.dispose()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, and_, func, select
+from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
 
 from mirrorbook.audit import schema
 from mirrorbook.audit.codec import dumps, format_time, loads, lookup, parse_time, stored, stored_row, utcnow
@@ -124,13 +124,39 @@ def positions(conn: Connection, flow: str) -> list[GroupPosition]:
                           observed_at=parse_time(r.observed_at)) for r in rows]
 
 
-def position_values(flow: str, p: GroupPosition) -> dict[str, Any]:
-    return stored_row(schema.positions, {"flow": flow, **p.model_dump(exclude={"observed_at"}),
-                                         "observed_at": p.observed_at})
+def position_rows(conn: Connection, flow: str) -> list[tuple[str, str, int, str, int, int, str, bool, str]]:
+    """`positions` as plain tuples — (group, topic, partition, source_topic, source_offset, target_offset, rule,
+    exact, observed_at as stored) — for a reader that checks a million of them and makes a model of none."""
+    rows = conn.execute(select(_pos.group, _pos.topic, _pos.partition, _pos.source_topic, _pos.source_offset,
+                               _pos.target_offset, _pos.rule, _pos.exact, _pos.observed_at)
+                        .where(lookup(_pos.flow, flow)))
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+def positions_values(flow: str, positions: list[GroupPosition]) -> list[dict[str, Any]]:
+    """The rows of many positions as the table keeps them (`stored_row`'s gate): their texts and times repeat (a
+    few hundred group and topic names over 150,000 rows), so each distinct one passes the gate once."""
+    gated: dict[tuple[str, Any], Any] = {}
+    out = []
+    for p in positions:
+        row = {"flow": flow, "group": p.group, "topic": p.topic, "partition": p.partition,
+               "source_topic": p.source_topic, "source_offset": p.source_offset, "target_offset": p.target_offset,
+               "rule": p.rule, "exact": p.exact, "observed_at": p.observed_at}
+        for name, value in row.items():
+            if isinstance(value, (str, datetime)):
+                key = (name, value)
+                if key not in gated:
+                    gated[key] = stored(_pos[name], value)
+                row[name] = gated[key]
+        out.append(row)
+    return out
 
 
 def delete_positions(conn: Connection, flow: str, keys: list[tuple[str, str, int]]) -> None:
-    for group, topic, partition in keys:
-        conn.execute(schema.positions.delete().where(lookup(_pos.flow, flow), _pos.group == stored(_pos.group, group),
-                                                     _pos.topic == stored(_pos.topic, topic),
-                                                     _pos.partition == partition))
+    """One statement for all the keys (executed for each)."""
+    if not keys:
+        return
+    stmt = schema.positions.delete().where(lookup(_pos.flow, flow), _pos.group == bindparam("g"),
+                                           _pos.topic == bindparam("t"), _pos.partition == bindparam("p"))
+    conn.execute(stmt, [{"g": stored(_pos.group, group), "t": stored(_pos.topic, topic), "p": partition}
+                        for group, topic, partition in keys])

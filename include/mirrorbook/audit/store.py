@@ -292,14 +292,18 @@ class AuditStore:
         with self._db.read() as conn:
             return history.positions(conn, flow)
 
+    def position_rows(self, flow: str) -> list[tuple[str, str, int, str, int, int, str, bool, str]]:
+        """The flow's readiness positions as plain tuples (see history.position_rows): a failover checks them all."""
+        with self._db.read() as conn:
+            return history.position_rows(conn, flow)
+
     def update_positions(self, flow: str, changed: list[GroupPosition], gone: list[tuple[str, str, int]]) -> None:
         """Write the positions whose value changed and drop those no longer there (one transaction)."""
         if not changed and not gone:
             return
         with self._db.write() as conn:
-            for p in changed:
-                self._db.upsert(conn, schema.positions, history.position_values(flow, p),
-                                ("flow", "group", "topic", "partition"))
+            self._db.upsert_many(conn, schema.positions, history.positions_values(flow, changed),
+                                 ("flow", "group", "topic", "partition"))
             history.delete_positions(conn, flow, gone)
 
     # -- the newest replication sample per flow ---------------------------------------------------

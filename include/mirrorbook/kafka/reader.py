@@ -68,6 +68,7 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
         while pending:
             # A short timeout: consume() waits it out whenever fewer than `batch` records are left.
             msgs = consumer.consume(num_messages=batch, timeout=0.05)
+            done: list[TopicPartition] = []
             for m in msgs:
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
@@ -76,15 +77,18 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
                             pending.pop(eof, None)
                         continue
                     raise MirrorbookError(f"reading {m.topic()}-{m.partition()}: {m.error().str()}")
-                tp = TP(m.topic(), m.partition())
-                rng = pending.get(tp)
+                key = (m.topic(), m.partition())  # a plain tuple finds a TP key (a million a read: no TP made)
+                rng = pending.get(key)  # type: ignore[call-overload]
                 if rng is None:
                     continue
-                if m.offset() < rng[1]:
+                offset = m.offset()
+                if offset < rng[1]:
                     yield m
-                if m.offset() >= rng[1] - 1:
-                    pending.pop(tp, None)
-                    consumer.pause([TopicPartition(tp.topic, tp.partition)])
+                if offset >= rng[1] - 1:
+                    pending.pop(key, None)  # type: ignore[call-overload]
+                    done.append(TopicPartition(*key))
+            if done:  # one call for the batch: each pause is a round trip through librdkafka's queues
+                consumer.pause(done)
             if msgs:
                 deadline = time.monotonic() + timeout_s
                 continue
@@ -102,7 +106,7 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
 
 
 def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: float = 60.0,
-                from_offsets: Mapping[TP, int] | None = None) -> Iterator[Message]:
+                from_offsets: Mapping[TP, int] | None = None, isolation: str | None = None) -> Iterator[Message]:
     """Yield every record from the beginning (or `from_offsets`) up to the high watermark seen at call time."""
     from mirrorbook.kafka.admin import KafkaAdmin
 
@@ -110,7 +114,7 @@ def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: fl
     marks = admin.watermarks(tps)
     start = from_offsets or {}
     ranges = {tp: (max(start.get(tp, w.low), w.low), w.high) for tp, w in marks.items()}
-    yield from read_ranges(config, ranges, timeout_s=timeout_s)
+    yield from read_ranges(config, ranges, timeout_s=timeout_s, isolation=isolation)
 
 
 __all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING", "Isolation"]

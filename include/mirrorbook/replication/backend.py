@@ -49,6 +49,9 @@ class OffsetMapping(BaseModel):
 
     offset_syncs_location: OffsetSyncsLocation = "source"
     checkpoint_interval_s: int = 60
+    # How the replication reads its source, so a proof reads it alike: MM2's consumer at the Java default
+    # (read_uncommitted) copies the records of aborted transactions as plain records.
+    source_isolation: Literal["read_committed", "read_uncommitted"] = "read_uncommitted"
 
 
 @runtime_checkable

@@ -112,17 +112,25 @@ class Mm2ConnectBackend:
 
     def setting(self, part: str, key: str, default: str) -> str:
         """A connector's setting, or `default` when Connect does not say (unreachable, or not set)."""
+        return str(self._config(part).get(key, default))
+
+    def _config(self, part: str) -> dict[str, Any]:
+        """A connector's config ({} when Connect does not say)."""
         try:
             with self.clients.connect(self.flow) as client:
-                return str(client.get_config(self.flow.connector(part)).get(key, default))
+                return dict(client.get_config(self.flow.connector(part)))
         except ConnectError:
-            return default
+            return {}
 
     def offset_mapping(self) -> OffsetMapping:
-        location = self.setting("source", "offset-syncs.topic.location", "source")
+        source = self._config("source")
         interval = self.setting("checkpoint", "emit.checkpoints.interval.seconds", str(DEFAULT_CHECKPOINT_INTERVAL_S))
-        return OffsetMapping(offset_syncs_location="target" if location == "target" else "source",
-                             checkpoint_interval_s=int(interval))
+        # MM2's source consumer: `source.consumer.` over `consumer.` prefixed settings, else the Java default.
+        isolation = source.get("source.consumer.isolation.level") or source.get("consumer.isolation.level")
+        return OffsetMapping(offset_syncs_location="target" if source.get("offset-syncs.topic.location") == "target"
+                             else "source", checkpoint_interval_s=int(interval),
+                             source_isolation="read_committed" if isolation == "read_committed"
+                             else "read_uncommitted")
 
     def replicated_topics_filter(self) -> tuple[str, str]:
         return self.setting("source", "topics", ".*"), self.setting("source", "topics.exclude", DEFAULT_TOPICS_EXCLUDE)

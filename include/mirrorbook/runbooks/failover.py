@@ -14,11 +14,12 @@ from mirrorbook.mm2.lag import shows_gaps
 from mirrorbook.mm2.loss import unreplicated_at_least
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
-from mirrorbook.runbooks import unplanned
+from mirrorbook.runbooks import readiness, unplanned
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.move import Move
-from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
+from mirrorbook.runbooks.plan import (PlanRow, PlanTable, TranslationPlan, add_earliest_fallback,
+                                      earliest_rows, rows_from_precise)
 from mirrorbook.runbooks.rpo_sampler import FlowSample
 from mirrorbook.topology import FlowSpec
 
@@ -58,35 +59,52 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     policy = ReplicationPolicy.for_flow(flow)
     target_admin = clients.admin(flow.target)
     notes: list[str] = []
-    if move.planned:
-        committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
-                                      target_admin.topics())
+    meta: dict[str, Any] = dict(flow=move.flow.name, direction=move.direction, mode=params.mode,
+                                translation=params.translation, from_cluster=move.from_cluster,
+                                to_cluster=move.to_cluster, groups=groups, notes=notes)
+    if not move.planned:
+        found = unplanned.survivors(clients, rb.audit, flow, move.regex)
+        wanted_groups = set(groups)
+        rows = [r for r in unplanned.plan_rows(clients, flow, found, datetime.now(timezone.utc))
+                if r.group in wanted_groups]
+        notes += [f"unplanned: positions from what survives on {flow.target}"] + found.notes
+        return TranslationPlan(rows=sorted(rows, key=_row_key), **meta)
+    committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
+                                  target_admin.topics())
+    remote: dict[str, str] = {}  # each topic's name on the target, formatted once
+
+    def wanted(left: dict[str, dict[TP, int]]) -> dict[str, dict[TP, int | None]]:
+        return {g: {TP(remote.get(tp.topic) or remote.setdefault(tp.topic, policy.format_remote_topic(
+            flow.source, tp.topic)), tp.partition): o for tp, o in offs.items()} for g, offs in left.items()}
+
+    if params.translation == "precise":
+        # What the health check proved and is still exactly true is reused, the rest proved now; a thousand groups
+        # are 150,000 rows: the plan is made column by column.
+        proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit)
+        table = readiness.plan_table(proved, datetime.now(timezone.utc))
+        # Only pairs readiness does not manage (none: it keeps the same pairs) would start at the partition's start.
+        pairs = sum(len(o) for o in committed.values())
+        rows = earliest_rows(table.keys(), wanted(committed), target_admin) if pairs > len(proved.wanted) else []
+        notes += proved.notes(flow.target)
+    else:
         mapping = clients.replication(flow).offset_mapping()
-        if params.translation == "mm2":
-            wait_s = 2 * mapping.checkpoint_interval_s + 5
-            stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
-            if stale:
-                notes.append(f"checkpoints behind the committed offsets after {wait_s}s for: " + ", ".join(stale[:10]))
+        wait_s = 2 * mapping.checkpoint_interval_s + 5
+        stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
+        if stale:
+            notes.append(f"checkpoints behind the committed offsets after {wait_s}s for: " + ", ".join(stale[:10]))
         report = translate_precise(clients.kafka_config(flow.source), clients.kafka_config(flow.target),
                                    flow.source, flow.target, move.regex, policy=policy,
-                                   offset_syncs_location=mapping.offset_syncs_location, committed=committed)
-        rows = rows_from_precise(report, params.translation)
-        wanted = {g: {TP(policy.format_remote_topic(flow.source, tp.topic), tp.partition): o
-                      for tp, o in offs.items()} for g, offs in committed.items()}
-        rows = add_earliest_fallback(rows, wanted, target_admin)
-        for r in rows:
-            if r.method == "fallback:earliest":
-                r.source_topic = policy.source_topic_of(r.target_topic, flow.source) or r.source_topic
+                                   offset_syncs_location=mapping.offset_syncs_location, committed=committed,
+                                   source_isolation=mapping.source_isolation)
+        rows = add_earliest_fallback(rows_from_precise(report, params.translation), wanted(committed),
+                                     target_admin)
         if report.malformed_records:
             notes.append(f"{report.malformed_records} malformed MM2 records were skipped while translating")
-    else:
-        found = unplanned.survivors(clients, rb.audit, flow, move.regex)
-        wanted = set(groups)
-        rows = [r for r in unplanned.plan_rows(clients, flow, found, datetime.now(timezone.utc)) if r.group in wanted]
-        notes += [f"unplanned: positions from what survives on {flow.target}"] + found.notes
-    return TranslationPlan(flow=move.flow.name, direction=move.direction, mode=params.mode,
-                           translation=params.translation, from_cluster=move.from_cluster,
-                           to_cluster=move.to_cluster, groups=groups, rows=sorted(rows, key=_row_key), notes=notes)
+        table = PlanTable()
+    for r in rows:
+        if r.method == "fallback:earliest":
+            r.source_topic = policy.source_topic_of(r.target_topic, flow.source) or r.source_topic
+    return TranslationPlan.of_table(table.add_rows(rows), **meta)
 
 
 def _row_key(r: PlanRow) -> tuple:

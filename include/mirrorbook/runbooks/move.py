@@ -353,21 +353,21 @@ CONFIRM_STOPPED_S = 300.0
 
 
 def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list[StepOutcome]:
-    """Stop the flow the groups left. Planned: every part, each awaited. Unplanned (the source is gone, and
-    parts reading it can take a minute to stop): every stop requested at once, and only what could overwrite
-    the groups' offsets on the target awaited — the rest is confirmed by `confirm_stopped`, off the RTO."""
+    """Stop the flow the groups left: every stop requested at once, and only what the cutover needs awaited — what
+    could overwrite the groups' offsets on the target, and (planned) the source part, which replicates — the rest
+    is confirmed by `confirm_stopped`, off the RTO. (Unplanned, the source is gone, and parts reading it can take a
+    minute to stop.)"""
     backend = clients.replication(flow)
-    if move.planned:
-        out = backend.set_state(rb, "STOPPED")
-    else:
-        out = backend.set_state(rb, "STOPPED", wait=False)
-        writers = backend.group_writers()
-        with rb.step(f"{move.direction}.groups_protected", flow.name) as step:
-            step.note(group_writers=writers, reason="the stops are requested; these parts could overwrite group "
-                      "offsets on the target, so the cutover waits for them" if writers else
-                      "no part of the flow writes group offsets on the target: the stop requests suffice")
-            for part in writers if not rb.dry_run else []:
-                step.settle(backend.wait_state("STOPPED", parts=part, timeout_s=GROUP_WRITERS_WAIT_S))
+    out = backend.set_state(rb, "STOPPED", wait=False)
+    writers = backend.group_writers()
+    awaited = (["source"] if move.planned else []) + [w for w in writers if not (move.planned and w == "source")]
+    with rb.step(f"{move.direction}.groups_protected", flow.name) as step:
+        step.note(group_writers=writers, awaited=awaited,
+                  reason="the stops are requested; the cutover waits for the parts that replicate (planned) or could "
+                         "overwrite group offsets on the target" if awaited else
+                         "no part of the flow writes group offsets on the target: the stop requests suffice")
+        for part in awaited if not rb.dry_run else []:
+            step.settle(backend.wait_state("STOPPED", parts=part, timeout_s=GROUP_WRITERS_WAIT_S))
     _mark(rb, FLOW_STOPPED_KEY)
     return out
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from mirrorbook.mm2.counts import Count
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
-from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, from_columns, group_totals, to_columns
+from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, from_columns, group_totals
 from mirrorbook.runbooks.rpo import render_exact, render_known_lost
 from mirrorbook.runbooks.standing import SoFar, so_far
 from mirrorbook.topology import FlowSpec
@@ -52,7 +52,7 @@ def move_report(rb: Runbook, plan: TranslationPlan | None, triggered_at: datetim
         out["known_loss"] = known_loss(rb.audit, plan.flow)
         out.update(plan=plan.totals(), direction=plan.direction, mode=plan.mode, translation=plan.translation,
                    flow=plan.flow, from_cluster=plan.from_cluster, to_cluster=plan.to_cluster, notes=plan.notes,
-                   groups=[t.model_dump() for t in group_totals(plan.rows)], rows=to_columns(plan.rows))
+                   groups=[t.model_dump() for t in group_totals(plan.columns())], rows=plan.columns())
     return out
 
 

@@ -74,7 +74,8 @@ def failover_dag():
 def _airflow_env(home: Path, topology: Path) -> None:
     os.environ.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
         "MIRRORBOOK_AUDIT_URL": f"sqlite:///{home}/audit.db", "MIRRORBOOK_ARTIFACTS_DIR": str(home / "artifacts"),
         "MIRRORBOOK_TOPOLOGY": str(topology),
     })

@@ -300,7 +300,8 @@ def child_health(job: dict[str, Any]) -> dict[str, Any]:
         report = run_health_check(clients, topology, topology.flows, params, audit, rb)
         wall, cpu = time.perf_counter() - t0, cpu_s() - cpu0
         r = report.flows[0].readiness
-        passes.append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "requests": tally.total(), "by_kind": dict(tally.counts),
+        passes.append({"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "requests": tally.total(),
+                       "by_kind": dict(tally.counts),
                        "readiness": r.model_dump(mode="json", include={"group_partitions", "positions", "exact",
                                                                         "recomputed", "changed"}) if r else None,
                        "violations": len(report.violations())})
@@ -326,7 +327,8 @@ def show_failover(label: str, r: dict[str, Any]) -> None:
         print(f"    {label}: ERROR {r['error']}")
         return
     plan = r.get("plan") or {}
-    print(f"    {label}: {r['state']} RTO {r.get('rto_s')}s (the run's CPU {r['cpu_s']}s; warm-up {r['warm_s']}s), peak RSS {r['peak_rss_mb']} MB, "
+    print(f"    {label}: {r['state']} RTO {r.get('rto_s')}s (the run's CPU {r['cpu_s']}s; warm-up {r['warm_s']}s), "
+          f"peak RSS {r['peak_rss_mb']} MB, "
           f"report {r.get('report_mb')} MB; {plan.get('groups')} groups, {plan.get('partitions')} group-partitions, "
           f"methods {plan.get('methods')}" + (f"; FAILED {r['failed']}" if r.get("failed") else ""))
     print("      tasks: " + ", ".join(f"{t}={s}s" for t, s in r["tasks"].items()))
@@ -339,7 +341,8 @@ def show_health(label: str, r: dict[str, Any]) -> None:
         return
     for i, p in enumerate(r["passes"]):
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(p["by_kind"].items()))
-        print(f"    {label} pass {i + 1}: {p['wall_s']}s (CPU {p['cpu_s']}s), {p['requests']} requests ({kinds}); readiness {p['readiness']}; "
+        print(f"    {label} pass {i + 1}: {p['wall_s']}s (CPU {p['cpu_s']}s), {p['requests']} requests ({kinds}); "
+              f"readiness {p['readiness']}; "
               f"{p['violations']} violation(s)")
     print(f"    {label}: peak RSS {r['peak_rss_mb']} MB, metrics sample {r['sample_kb']} KB")
 

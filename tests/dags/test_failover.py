@@ -35,11 +35,12 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
-from mirrorbook.mm2.precise import END_RULES, translate_precise
+from mirrorbook.mm2.precise import translate_precise
 from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.mm2.remote_cluster_utils import translate_offsets
 from mirrorbook.parity import submit, write_record_snapshot
 from mirrorbook.runbooks import move_report, parity, rpo as rpo_runbook
+from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
 from mirrorbook.runbooks.plan import TranslationPlan
@@ -109,7 +110,8 @@ def test_planned_precise_failover_resumes_at_exactly_the_next_record(fo, run_dag
         r = rows[(f.group, f.target_topic, f.partition)]
         assert (r["offset"], r["method"]) == (f.precise_offset, f"precise:{f.proof}"), (r, f)
         now = (f.group, f.source_topic, f.partition) == (groups[0], *moved)
-        assert (r["basis_age_s"] is None) == (now or f.proof in END_RULES), r
+        # A kept position, end rules included (reused while both ends are where they were), carries its age.
+        assert (r["basis_age_s"] is None) == now, r
 
     # Consumers started on B as the same groups read exactly the next sequence numbers (seq == A offset).
     for g in groups:
@@ -226,7 +228,8 @@ def test_crash_between_translate_and_write_then_clear_converges(fo, run_dag, aud
     admin_a, admin_b, _, b = _admins(fo)
     before = _source_positions(admin_a, groups)
     # The run stops right after translate: the write and everything after never ran (as if killed).
-    crashed = run_dag("mm2_failover", _conf(tag), mark_success="^(write_offsets|read_back_offsets|stop_flow|confirm_flow_stopped|start_reverse_flow)$")
+    crashed = run_dag("mm2_failover", _conf(tag),
+                      mark_success="^(write_offsets|read_back_offsets|stop_flow|confirm_flow_stopped|start_reverse_flow)$")
     assert audit.progress_get(crashed.run_id, "plan") is not None
     assert admin_b.committed_offsets(groups) == {g: {} for g in groups}
     # A partial write before the crash: one group already written (by the crashed attempt).
@@ -272,8 +275,9 @@ def _kill_between_write_and_outcome(proc: subprocess.Popen, admin_b: KafkaAdmin,
                 continue
             wanted = {}
             for _, expect in rows:
-                [(group, offsets)] = json.loads(expect)["groups"].items()
-                wanted[group] = {TP(t, p): o for t, p, o in offsets}
+                intended = GroupOffsets.model_validate(json.loads(expect))
+                [group] = intended.groups
+                wanted[group] = {TP(t, p): o for t, p, o in intended.offsets(group)}
             eventually(lambda: admin_b.committed_offsets(wanted) == wanted, timeout=20, interval=0.05)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
@@ -323,7 +327,8 @@ def test_a_run_killed_between_a_write_and_its_audit_record_is_settled_and_its_lo
     assert sorted(t.flow for t in takeovers) == ["A->B", "B->A"]
     assert {(t.state_before["holder"]["run_id"], t.state_after["holder"]["run_id"]) for t in takeovers} == {
         (dead, run.run_id)}
-    assert all("its DAG run of mm2_failover is failed" in t.details["reason"] for t in takeovers), [t.details for t in takeovers]
+    assert all("its DAG run of mm2_failover is failed" in t.details["reason"] for t in takeovers), \
+        [t.details for t in takeovers]
     # Settled before anything else: the reconciliation precedes the run's first mutating call.
     trail = run.events()
     settled = [e for e in trail if e.details.get("intent") in killed]
@@ -421,7 +426,8 @@ def test_the_health_check_reads_through_a_target_broker_leaving_and_returning(fo
     tag = uuid.uuid4().hex[:5]
 
     def check(name: str) -> None:
-        report = run_health_check(clients, topo, [flow], params, audit, Runbook(RunInfo(run_id=f"health-{tag}-{name}"), audit))
+        report = run_health_check(clients, topo, [flow], params, audit,
+                                  Runbook(RunInfo(run_id=f"health-{tag}-{name}"), audit))
         [fh] = report.flows
         assert fh.problems == [] and fh.violations == [], (name, fh.problems, fh.violations)
         assert fh.status.state.value == "REPLICATING" and (fh.loss is None or not fh.loss.gaps), (name, fh.loss)
@@ -599,7 +605,8 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
     snap = write_record_snapshot(tmp_path / "snapshot", ranges, boundaries)
     # The Spark Kafka source on SASL_SSL: the client options (the SCRAM secret) in the job's 0600 options file.
     summary = submit.run(submit.record_parity_job(a["bootstrap.servers"], b["bootstrap.servers"], tmp_path / "out",
-                                                  snapshot=snap, master="local[2]", source_options=java_client_options(a),
+                                                  snapshot=snap, master="local[2]",
+                                                  source_options=java_client_options(a),
                                                   target_options=java_client_options(b)))
 
     got = {(r["group"], r["source_partition"]): r for r in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
@@ -725,7 +732,8 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     for p in range(2):
         on_a = {(m.key(), m.value()) for m in read_ranges(a, {TP(topic, p): (0, KafkaAdmin(a).high_watermarks(
             [TP(topic, p)])[TP(topic, p)])})}
-        on_b = {(m.key(), m.value()) for m in read_ranges(b, {TP(f"A.{topic}", p): (0, replicated[TP(f"A.{topic}", p)])})}
+        on_b = {(m.key(), m.value())
+                for m in read_ranges(b, {TP(f"A.{topic}", p): (0, replicated[TP(f"A.{topic}", p)])})}
         truth[f"{topic}-{p}"] = len(on_a - on_b)
     assert all(n >= 7 for n in truth.values()), truth
     # A straggler writes to A once it is back: not failover loss (written after the failover began).
@@ -767,7 +775,8 @@ def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: Audit
     assert rep["rpo"]["exact"]["records"] == exact.details["records"]
     assert len(audit.events(run_id=run.run_id, action="rpo.exact")) == 1
     shown = move_report.render_report(rep)
-    assert f"at least {rpo['records']} record(s)" in shown and f"{sum(truth.values())} record(s) written before" in shown
+    assert f"at least {rpo['records']} record(s)" in shown
+    assert f"{sum(truth.values())} record(s) written before" in shown
     # A consumers resume without skips: on `topic` right after the last record they read on B (the
     # first record only A has), and on `B.topic` at the record after B offset 4.
     for g in groups:

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorbook import cli
-from mirrorbook.devstack.workload import GroupSpec, load, park_groups
+from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.sequenced import record
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from mirrorbook.mm2.precise import (ALIGNED, ALIGNED_BACK, ALIGNED_END, ALIGNED_START, BOTH_EMPTY, UNIQUE, Alignment,
@@ -268,6 +268,7 @@ def test_without_restarts_every_group_whose_record_was_copied_is_proven_near_an_
     anchors = [x.upstream_offset for x in scene.syncs if scene.s_low <= x.upstream_offset
                and x.downstream_offset >= scene.t_low] + ([view[0]] if view and scene.s_low == 0 == scene.t_low
                                                            and scene.sends and scene.sends[0] == view[0] else [])
+    checked = 0
     for c in scene.committed:
         r = next_record(scene, c)
         if r is None or r not in copied or not (scene.s_low <= c <= scene.s_high):
@@ -275,6 +276,8 @@ def test_without_restarts_every_group_whose_record_was_copied_is_proven_near_an_
         near = [u for u in anchors if (u <= r and r - u <= scene.max_window) or (u > r and u - c <= scene.max_window)]
         if near and scene.max_window >= scene.s_high:
             assert aligned.position(c).proven, (c, aligned.position(c), scene)
+            checked += 1
+    event(f"groups near an anchor: {min(checked, 3)}{'+' if checked >= 3 else ''}")
 
 
 def test_a_group_at_zero_is_proven_from_both_starts_when_every_older_sync_is_gone():

@@ -20,6 +20,7 @@ offsets = st.dictionaries(st.builds(TP, topics, st.integers(0, 10_000)), st.inte
 def test_every_groups_offsets_read_back_as_written(groups):
     expect = GroupOffsets.of("B", groups)
     kept = _EXPECT.validate_python(expect.model_dump(mode="json"))  # as an open intent is read back
+    assert set(kept.groups) == set(groups)
     for g, offs in groups.items():
         assert kept.offsets(g) == [(tp.topic, tp.partition, o) for tp, o in sorted(offs.items())]
 

@@ -790,7 +790,8 @@ def translate_precise(source: Config, target: Config, source_alias: str, target_
                       offset_syncs_location: OffsetSyncsLocation = "source",
                       committed: Mapping[str, Mapping[TP, int]] | None = None,
                       max_window: int = MAX_WINDOW, timeout_s: float = 60.0,
-                      source_isolation: Isolation = MM2_SOURCE_ISOLATION, fallbacks: Fallbacks = "all") -> PreciseReport:
+                      source_isolation: Isolation = MM2_SOURCE_ISOLATION,
+                      fallbacks: Fallbacks = "all") -> PreciseReport:
     """Precise translation of every group matching `groups_regex` from `source` to `target`.
 
     `committed` (group → source partition → offset) defaults to the groups' committed offsets on

@@ -1,4 +1,5 @@
-"""mm2_failover: translating a flow's groups from its source to its target, and the RPO lower bound of an unplanned one."""
+"""mm2_failover: translating a flow's groups from its source to its target, and the RPO lower bound of an unplanned
+one."""
 
 from __future__ import annotations
 
@@ -171,8 +172,8 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
     records = sum(per.values())
     after = newest.observed_at.isoformat() if newest else "the last checkpoint"
     unknown = (f"records the source received after {after}"
-               " are not known until it is reachable again (then the failback, or the first health check that reaches it,"
-               " counts the exact figure: `mirrorbook audit rpo`)")
+               " are not known until it is reachable again (then the failback, or the first health check that reaches"
+               " it, counts the exact figure: `mirrorbook audit rpo`)")
     known = known_loss(audit, flow.name)
     return {"records": records, "kind": "lower-bound", "partitions": {k: v for k, v in sorted(per.items()) if v},
             "basis": basis, "unknown": unknown, "sampled_at": newest.observed_at.isoformat() if newest else None,

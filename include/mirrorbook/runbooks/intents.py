@@ -59,7 +59,8 @@ class GroupOffsets(Expectation):
                  for g in self.groups for t, p, o in self.offsets(g) if got.get(g, {}).get(TP(t, p)) != o]
         if not wrong:
             return True, f"committed offsets of {len(self.groups)} group(s) on {self.cluster} are as intended"
-        return False, f"on {self.cluster}: " + "; ".join(wrong[:5]) + (f" (+{len(wrong) - 5} more)" if len(wrong) > 5 else "")
+        more = f" (+{len(wrong) - 5} more)" if len(wrong) > 5 else ""
+        return False, f"on {self.cluster}: " + "; ".join(wrong[:5]) + more
 
 
 class GroupsAbsent(Expectation):

@@ -252,7 +252,8 @@ def translate(rb: Runbook, clients: Clients, move: Move,
                     accept = "to accept the loss, trigger the runbook again with allow_skips=true"
                     hint = (f"the records are gone from the new cluster (its retention deleted them): {accept}"
                             if plan.translation == "precise" else
-                            f"use translation=precise (it skips only what the new cluster no longer holds) or, {accept}")
+                            f"use translation=precise (it skips only what the new cluster no longer holds) or, "
+                            f"{accept}")
                     raise VerifyFailed(f"The plan would skip {skip} record(s) in {len(skipping)} group-partition(s): "
                                        f"{bad}. Nothing was written.", hint)
                 allowed = (f"allow_skips=true: the operator accepted {skip} skipped record(s) in {len(skipping)} "

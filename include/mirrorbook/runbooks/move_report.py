@@ -4,8 +4,9 @@ health check knows the flow lost before the move (DATA_LOSS, TARGET_RESET).
 
 It stays readable at a thousand groups (150,000 group-partitions): the summary comes first — the run's figures,
 then one line per group, the groups to look at first on top —, and the group-partitions last, column by column
-(`plan.to_columns`: at 1,000 groups 69 MB of one indented object per row became 9.9 MB, benchmarks/report_scale.py). The report task's XCom is the
-summary with every list cut to its first few items (`for_xcom`); the whole is in the file (`read_report`).
+(`plan.to_columns`: at 1,000 groups 69 MB of one indented object per row became 9.9 MB,
+benchmarks/report_scale.py). The report task's XCom is the summary with every list cut to its first few items
+(`for_xcom`); the whole is in the file (`read_report`).
 """
 
 from __future__ import annotations
@@ -120,13 +121,47 @@ def render_report(report: dict[str, Any]) -> str:
                 "incomplete (the offsets are not both written and the flow stopped): RTO not measured")]
     if report.get("so_far"):
         lines += [f"  {line}" for line in SoFar.model_validate(report["so_far"]).lines()]
-    proof = report.get("proof") or {}
+    lines += _proof_lines(report.get("proof") or {})
+    totals = report.get("plan") or {}
+    if totals:
+        lines.append(f"  plan: {totals['groups']} group(s), {totals['partitions']} partition(s): re-read "
+                     f"{_range(totals['re_read'], totals['re_read_max'])}, skipped "
+                     f"{_range(totals['skipped'], totals['skipped_max'])}"
+                     + (f" ({totals['bounded']} row(s) bounded, not counted exactly)" if totals['bounded'] else "")
+                     + f"; methods {totals['methods']}")
+    lines += _rpo_lines(report)
+    if report.get("known_loss") is not None:
+        lines.append(f"  {report['known_loss']['text']}")
+    if report.get("divergence"):
+        d = report["divergence"]
+        most = "at most " if d.get("exact") is False else ""  # a range past the read budget: its offsets
+        lines.append(f"  divergence: {most}{d['records']} record(s) reached {d['cluster']} but never the other side")
+    groups = report.get("groups") or []
+    if len(groups) > 1:
+        lines.append(f"  groups, those that may skip or have notes first ({min(len(groups), LISTED_GROUPS)} of "
+                     f"{len(groups)}):")
+        lines += [f"    {g['group']:<24} {g['partitions']} partition(s): "
+                  f"re-read {_range(g['re_read'], g['re_read_max'])}"
+                  f", skip {_range(g['skipped'], g['skipped_max'])}; methods {g['methods']}"
+                  + (f"; {g['noted']} note(s)" if g["noted"] else "") for g in groups[:LISTED_GROUPS]]
+    for r in report_rows(report, LISTED_ROWS):
+        lines.append(f"    {r.group:<24} {r.target_topic}-{r.partition:<3} offset {r.offset:<8} "
+                     f"({r.method}) re-read {r.re_read} skip {r.skip}")
+    for n in report.get("notes", []):
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
+
+
+def _proof_lines(proof: dict[str, Any]) -> list[str]:
+    """What the record proof established, if it ran."""
+    lines: list[str] = []
     if proof.get("source") == "record_parity":
         t = proof["totals"]
         lines.append(f"  proven from both clusters' records ({proof['status']}): {t['rows']} group-partition(s), "
                      f"re-read {t['re_read']}, skipped {t['skipped']}, missing {t['missing']}, "
                      f"unprovable {t['unprovable']}"
-                     + (f"; {t['differs_from_plan']} position(s) differ from the plan" if t["differs_from_plan"] else ""))
+                     + (f"; {t['differs_from_plan']} position(s) differ from the plan" if t["differs_from_plan"]
+                        else ""))
         for r in proof["rows"]:
             if r["differs_from_plan"] or r["status"] != "OK":
                 lines.append(f"    {r['group']:<24} {r['target_topic']}-{r['source_partition']:<3} {r['status']} "
@@ -136,13 +171,13 @@ def render_report(report: dict[str, Any]) -> str:
         lines.append(f"  UNPROVABLE: {proof['totals']['unprovable']} group-partition(s) — {proof['note']}")
     elif proof:
         lines.append(f"  {proof['note']}")
-    totals = report.get("plan") or {}
-    if totals:
-        lines.append(f"  plan: {totals['groups']} group(s), {totals['partitions']} partition(s): re-read "
-                     f"{_range(totals['re_read'], totals['re_read_max'])}, skipped "
-                     f"{_range(totals['skipped'], totals['skipped_max'])}"
-                     + (f" ({totals['bounded']} row(s) bounded, not counted exactly)" if totals['bounded'] else "")
-                     + f"; methods {totals['methods']}")
+    return lines
+
+
+def _rpo_lines(report: dict[str, Any]) -> list[str]:
+    """The RPO of an unplanned failover (the failback shows its failover's): the bound, the estimate, the exact
+    figure once counted."""
+    lines: list[str] = []
     if report.get("rpo"):
         rpo = report["rpo"]
         back = report.get("direction") == "failback"
@@ -155,23 +190,6 @@ def render_report(report: dict[str, Any]) -> str:
         if (known := render_known_lost(rpo)) is not None:
             lines.append(f"  RPO{of}: {known}")
         if "exact" in rpo:
-            lines.append(f"  RPO{of}, {render_exact(rpo['exact'], report.get('to_cluster' if back else 'from_cluster'))}")
-    if report.get("known_loss") is not None:
-        lines.append(f"  {report['known_loss']['text']}")
-    if report.get("divergence"):
-        d = report["divergence"]
-        most = "at most " if d.get("exact") is False else ""  # a range past the read budget: its offsets
-        lines.append(f"  divergence: {most}{d['records']} record(s) reached {d['cluster']} but never the other side")
-    groups = report.get("groups") or []
-    if len(groups) > 1:
-        lines.append(f"  groups, those that may skip or have notes first ({min(len(groups), LISTED_GROUPS)} of "
-                     f"{len(groups)}):")
-        lines += [f"    {g['group']:<24} {g['partitions']} partition(s): re-read {_range(g['re_read'], g['re_read_max'])}"
-                  f", skip {_range(g['skipped'], g['skipped_max'])}; methods {g['methods']}"
-                  + (f"; {g['noted']} note(s)" if g["noted"] else "") for g in groups[:LISTED_GROUPS]]
-    for r in report_rows(report, LISTED_ROWS):
-        lines.append(f"    {r.group:<24} {r.target_topic}-{r.partition:<3} offset {r.offset:<8} "
-                     f"({r.method}) re-read {r.re_read} skip {r.skip}")
-    for n in report.get("notes", []):
-        lines.append(f"  note: {n}")
-    return "\n".join(lines)
+            cluster = report.get("to_cluster" if back else "from_cluster")
+            lines.append(f"  RPO{of}, {render_exact(rpo['exact'], cluster)}")
+    return lines

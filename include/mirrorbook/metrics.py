@@ -36,7 +36,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.runbooks.health.loss import FlowLoss
 from mirrorbook.runbooks.health.params import FLOW_STATES
 from mirrorbook.runbooks.health.results import latest_sample
-from mirrorbook.runbooks.rpo import record_kind
+from mirrorbook.runbooks.user_topics import record_kind
 from mirrorbook.topology import FlowSpec, Topology
 
 UNKNOWN = FlowState.UNKNOWN.value  # also what a flow is before its first sample

@@ -25,7 +25,7 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.reports.drill_report import DrillSummary, render_html
 from mirrorbook.core.engine import RunInfo, Runbook
-from mirrorbook.runbooks.failover import rpo_lower_bound
+from mirrorbook.runbooks.rpo import rpo_lower_bound
 from mirrorbook.runbooks.health import HealthParams, HealthReport, run_health_check
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.move_report import move_report, render_report

@@ -18,7 +18,7 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.health import HealthParams, run_health_check
-from mirrorbook.runbooks.rpo import record_kind
+from mirrorbook.runbooks.user_topics import record_kind
 from tests import docs
 from tests.e2e.conftest import E2E, METRICS_TOKEN
 from tests.faultproxy import Fault

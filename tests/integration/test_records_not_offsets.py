@@ -34,7 +34,7 @@ from mirrorbook.kafka.records import count_records
 from mirrorbook.kafka.types import TP
 from mirrorbook.replication.mm2_connect_status import flow_status
 from mirrorbook.runbooks.checks import drained
-from mirrorbook.runbooks.failover import rpo_lower_bound
+from mirrorbook.runbooks.rpo import rpo_lower_bound
 from mirrorbook.runbooks.rpo_sampler import run_sampler
 from mirrorbook.topology import FlowSpec
 from tests.helpers import eventually

@@ -23,7 +23,7 @@ from mirrorbook.kafka.records import RecordCount, plan_reads
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.lag import read_part, shows_gaps
 from mirrorbook.mm2.loss import unreplicated_at_least
-from mirrorbook.runbooks.failover import rpo_estimate
+from mirrorbook.runbooks.rpo import rpo_estimate
 from mirrorbook.runbooks.health.loss import gap_records
 from mirrorbook.runbooks.rpo_sampler import FlowSample
 

@@ -39,6 +39,7 @@ from mirrorbook.runbooks import rpo
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import Move
 from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, add_earliest_fallback, rows_from_precise
+from mirrorbook.runbooks.user_topics import record_kind
 from mirrorbook.topology import FlowSpec
 
 WINDOW_MAX = 100_000
@@ -219,7 +220,7 @@ def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     internal: dict[str, int] = {}
     for tp in sorted(tps):
         # mirrorbook's own audit anchors are written to A as runs end, while A->B may be stopped.
-        kind = rpo.record_kind(policy, tp.topic)
+        kind = record_kind(policy, tp.topic)
         if kind == "mm2" and policy.is_heartbeats_topic(tp.topic):
             continue  # heartbeats are written every second by design: not worth listing
         if kind is None:

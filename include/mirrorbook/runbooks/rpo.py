@@ -1,7 +1,9 @@
 """The RPO of an unplanned failover: the lower bound it reports with the source gone, and the exact figure
 once the source is reachable again — both in the audit, linked to the failover run.
 
-- `record_bound` (the failover's report step): the bound (`failover.rpo_lower_bound`) in one `rpo.bound`
+- `rpo_lower_bound` (the failover's approval and report steps): the bound with its basis and age, and beside it
+  an estimate labelled so.
+- `record_bound` (the failover's report step): the bound in one `rpo.bound`
   event of the failover run, and in its snapshot what the exact figure will need from the moment of the
   failover — per source partition, Connect's replicated offset and the target partition's end. The position
   is taken then: MM2 may resume after the source returns and replicate the lost records after all.
@@ -19,7 +21,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.runbooks.anchors import TOPIC as ANCHORS_TOPIC
 from mirrorbook.audit.models import AuditRecord
 from mirrorbook.bounds import cut
 from mirrorbook.clients import Clients
@@ -32,6 +33,12 @@ from mirrorbook.kafka.reader import Isolation, read_ranges
 from mirrorbook.mm2.precise import Marks, PartitionData, Rec, read_partitions, rec
 from mirrorbook.redaction import get_logger
 from mirrorbook.core.engine import Runbook
+from mirrorbook.mm2.internal_topics import read_checkpoints
+from mirrorbook.mm2.lag import shows_gaps
+from mirrorbook.mm2.loss import unreplicated_at_least
+from mirrorbook.runbooks.health.results import known_loss
+from mirrorbook.runbooks.rpo_sampler import FlowSample
+from mirrorbook.runbooks.user_topics import record_kind
 from mirrorbook.topology import FlowSpec
 
 log = get_logger(__name__)
@@ -41,12 +48,6 @@ POSITION_KIND, LOSS_KIND = "rpo-position", "rpo-loss"
 COPY_LOOKBACK = 10  # target offsets read below a partition's end to find its newest copy
 SHOWN_PARTITIONS = 50  # per-partition figures in the event itself; all of them in its snapshot
 PENDING_LOOKBACK = 20  # the newest failovers of a flow whose exact figure is looked for
-
-
-def record_kind(policy: ReplicationPolicy, topic: str) -> str | None:
-    """Why `topic` holds no user records (Kafka's, MM2's, Connect's, mirrorbook's audit anchors), or None."""
-    return policy.non_user_kind(topic) or (
-        "mirrorbook" if ANCHORS_TOPIC in (topic, policy.upstream_topic(topic)) else None)
 
 
 def _now() -> datetime:
@@ -81,8 +82,6 @@ def record_bound(rb: Runbook, clients: Clients, flow: FlowSpec, started_at: date
     kept = bound_event(rb.audit, rb.info.run_id)
     if kept is not None:
         return kept.details["rpo"]
-    from mirrorbook.runbooks.failover import rpo_lower_bound
-
     started = started_at or _run_start(rb.audit, rb.info.run_id)
     bound = rpo_lower_bound(rb.audit, clients, flow)
     position = at_failover(clients, flow)
@@ -269,3 +268,92 @@ def render_exact(figure: dict[str, Any] | None, source: str | None = None) -> st
             f"the target" + (f" — {parts}" + (f" (+{more} more)" if more > 0 else "") if parts else "")
             + f"; basis: {figure['basis']}"
             + (f"; partitions gone from the source: {', '.join(figure['gone'][:10])}" if figure.get("gone") else ""))
+
+
+# -- the lower bound, with the source gone ------------------------------------------------------------
+
+SAMPLE_LOOKBACK = 20  # the flow's newest metrics samples searched for the health check's last one with partitions
+
+
+def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict[str, Any]:
+    """Records the source received that never reached the target — a LOWER BOUND, with its basis and age — and
+    beside it an ESTIMATE, labelled so.
+
+    With the source down, only the target side answers: the source connector's offsets (what MM2 has replicated,
+    kept by Connect) are compared with the newest samples of the source: the RPO sampler's (`rpo_sampler`, seconds
+    old when the source is lost) and the health check's (its schedule old). Per partition, the records a sample saw
+    beyond Connect's offset (`mm2.loss.unreplicated_at_least`: counted in records, so markers and aborted records
+    of a transactional partition never raise it), the larger of the two; and the offsets MM2's checkpoints show
+    groups had consumed (a group cannot have consumed what the source did not hold — by offsets, so only on
+    partitions no sample saw with offsets without records). What the source received after the newest sample is
+    unknown until it is reachable again: the failback (or the next health check that reaches it) counts the exact
+    figure (`runbooks/rpo.py`). The estimate adds the sampler's produce rate times the time from its sample to
+    when the source stopped answering it (or to now). Connect flushes source offsets every
+    `offset.flush.interval.ms`: a failover started later than that after the source died sees them complete.
+    """
+    policy = ReplicationPolicy.for_flow(flow)
+    replicated = clients.replication(flow).replicated_offsets()
+    now = datetime.now(timezone.utc)
+    health = next((m for m in audit.metrics(flow.name, limit=SAMPLE_LOOKBACK) if m.metrics.get("partitions")), None)
+    kept = audit.replication_sample(flow.name)
+    fast = FlowSample.from_stored(flow.name, kept.metrics) if kept is not None else None
+    per: dict[str, int] = {}
+    transactional: set[str] = set()
+    for sample in (health.metrics["partitions"] if health else []), (fast.partitions if fast else []):
+        for p in sample:
+            if policy.is_heartbeats_topic(p["topic"]) or policy.is_internal_topic(p["topic"]):
+                continue
+            tp = TP(p["topic"], int(p["partition"]))
+            per[str(tp)] = max(per.get(str(tp), 0), unreplicated_at_least(p, replicated.get(tp, -1)))
+            if shows_gaps(p) or p.get("by") in ("records", "not-counted"):
+                transactional.add(str(tp))
+    log = read_checkpoints(clients.kafka_config(flow.target), flow.source, policy=policy)
+    for (_, topic, part), cp in log.latest.items():
+        tp = TP(policy.source_topic_of(topic, flow.source) or topic, part)
+        if str(tp) not in transactional:
+            per[str(tp)] = max(per.get(str(tp), 0), cp.upstream_offset - 1 - replicated.get(tp, -1))
+    newest = max((s for s in (fast, health) if s is not None), key=lambda s: s.observed_at, default=None)
+    age = lambda at: f"{(now - at).total_seconds():.1f}s before this report"  # noqa: E731
+    seen = []
+    if fast is not None:
+        lost_at = (f"; the source stopped answering the sampler at {fast.unreachable_since.isoformat()}, "
+                   f"{(fast.unreachable_since - fast.observed_at).total_seconds():.1f}s after it"
+                   if fast.unreachable_since else "")
+        seen.append(f"the RPO sampler's source end offsets sampled at {fast.observed_at.isoformat()} "
+                    f"({age(fast.observed_at)}{lost_at})")
+    if health is not None:
+        seen.append(f"the health check's sampled at {health.observed_at.isoformat()} ({age(health.observed_at)})")
+    basis = ("the source connector's offsets as Connect keeps them (what MM2 replicated), against "
+             + (" and ".join(seen) + ", counted in records (markers and aborted records are not), and "
+                if seen else "no sample of the source end offsets (no RPO sampler or health check ran) — only ")
+             + "the offsets MM2's checkpoints show groups had consumed")
+    records = sum(per.values())
+    after = newest.observed_at.isoformat() if newest else "the last checkpoint"
+    unknown = (f"records the source received after {after}"
+               " are not known until it is reachable again (then the failback, or the first health check that reaches"
+               " it, counts the exact figure: `mirrorbook audit rpo`)")
+    known = known_loss(audit, flow.name)
+    return {"records": records, "kind": "lower-bound", "partitions": {k: v for k, v in sorted(per.items()) if v},
+            "basis": basis, "unknown": unknown, "sampled_at": newest.observed_at.isoformat() if newest else None,
+            "sample_age_s": round((now - newest.observed_at).total_seconds(), 3) if newest else None,
+            "sample_source": ("rpo_sampler" if newest is fast else "health check") if newest else None,
+            "estimate": rpo_estimate(fast, records, now),
+            # Records lost before the failover (the health check's ledger): gone from the target whatever the RPO.
+            "known_lost": {k: known[k] for k in ("records", "data_loss", "target_reset", "sampled_at", "partitions")}
+            if known and known["records"] else None}
+
+
+def rpo_estimate(sample: FlowSample | None, bound: int, now: datetime) -> dict[str, Any] | None:
+    """An ESTIMATE of the records lost (not a bound): the lower bound plus the produce rate the sampler saw times the
+    time from its newest sample to when the source stopped answering it (else to now). Records written in that
+    window may have been replicated before the source died, or not; more may have been written faster."""
+    if sample is None or sample.rate is None:
+        return None
+    until = min(sample.unreachable_since or now, now)
+    window = max(0.0, (until - sample.observed_at).total_seconds())
+    more = round(sample.rate * window)
+    return {"records": bound + more, "kind": "estimate", "rate_per_s": sample.rate, "window_s": round(window, 3),
+            "note": (f"an estimate, not a bound: the lower bound {bound} plus {sample.rate:g} source offsets/s (the "
+                     f"rate the RPO sampler saw over {sample.rate_window_s:g}s) x {window:.1f}s from its newest sample "
+                     + ("to when the source stopped answering it" if sample.unreachable_since else "to this report")
+                     + " — some of those may have been replicated, and transaction markers count as offsets")}

@@ -16,7 +16,7 @@ is up to that old, and a lower bound from it says "at least 0" while records wer
 Only the newest sample per flow is kept (the audit store's `replication_samples`: one row per flow, replaced
 each poll). It carries the produce rate over the last RATE_WINDOW_S of polls (offsets per second), and once
 a poll cannot reach the source, `unreachable_since` (that poll's start): the source died after the sample and
-no later than that. `failover.rpo_lower_bound` reads it.
+no later than that. `rpo.rpo_lower_bound` reads it.
 
 Pure sampling and keeping: the Airflow trigger (`airflow/triggers/rpo.py`) only runs `run_sampler` in the
 triggerer's event loop; blocking client calls go to threads.
@@ -44,6 +44,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.patterns import whole_id_matcher
 from mirrorbook.redaction import get_logger
 from mirrorbook.runbooks.params import FormParams, InvalidParams
+from mirrorbook.runbooks.user_topics import record_kind
 from mirrorbook.topology import FlowSpec, Topology
 
 log = get_logger(__name__)
@@ -115,8 +116,6 @@ class FlowSample(BaseModel):
 
 def user_partition(policy: ReplicationPolicy, topic: str) -> bool:
     """A topic of user records (not Kafka's, MM2's, Connect's or mirrorbook's own)."""
-    from mirrorbook.runbooks.rpo import record_kind
-
     return record_kind(policy, topic) is None
 
 

@@ -24,7 +24,8 @@ from airflow.sdk.timezone import utcnow
 
 from mirrorbook.airflow.operators.base import RunbookTask, guarded, run_info
 from mirrorbook.connect.models import ConnectorOffsets
-from mirrorbook.runbooks import approval, failover, move as moves
+from mirrorbook.runbooks import approval, move as moves
+from mirrorbook.runbooks.rpo import rpo_lower_bound
 from mirrorbook.runbooks.approval import APPROVE, REJECT, Answer, Request
 from mirrorbook.core.engine import Runbook
 from mirrorbook.topology import ApprovalPolicy
@@ -137,7 +138,7 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
                  lambda dry: moves.stop_flow(dry, clients, move, move.via)]
         if other is not None:
             steps.append(lambda dry: moves.start_flow(dry, clients, other))
-        rpo = (failover.rpo_lower_bound(rb.audit, clients, move.flow)
+        rpo = (rpo_lower_bound(rb.audit, clients, move.flow)
                if move.direction == "failover" and not move.planned else None)
         return approval.move_request(plan, lag=approval.precheck_lag(rb, move.direction),
                                      calls=approval.preview(rb, steps), rpo=rpo, timeout_s=self.timeout_s)

@@ -29,7 +29,7 @@ from mirrorbook.runbooks.health.loss import TargetTopic
 from mirrorbook.runbooks.health.params import HealthParams
 from mirrorbook.runbooks.health.reading import TargetFreshness, read_mirrored, read_source_groups, read_target
 from mirrorbook.runbooks.health.results import HealthReport, latest_sample
-from mirrorbook.runbooks.rpo import record_kind
+from mirrorbook.runbooks.user_topics import record_kind
 from mirrorbook.topology import FlowSpec, Topology
 
 T = TypeVar("T")

@@ -236,7 +236,6 @@ def child_failover(job: dict[str, Any]) -> dict[str, Any]:
     from mirrorbook.audit import AuditStore
 
     dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).get_dag("mm2_failover")
-    dag.deadline = None  # dag.test() never evaluates RTO deadlines (see failover_rto.failover_dag)
     # approval=skip: the cutover as automation runs it, unattended (a human's answer is not the RTO measured).
     conf = {**dag.params.dump(), "flow": "A->B", "mode": "planned", "translation": job["translation"],
             "groups": job["groups"], "drain_timeout": 600, "max_lag": 0, "dry_run": False, "parity": job["parity"],

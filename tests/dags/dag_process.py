@@ -17,7 +17,6 @@ def main(dag_id: str, conf: str) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder=str(REPO / "dags")).get_dag(dag_id)
-    dag.deadline = None  # as run_dag does (tests/dags/conftest.py says why)
     dag.test(run_conf=full_conf(dag, json.loads(conf)))
 
 

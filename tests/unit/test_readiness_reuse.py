@@ -84,6 +84,8 @@ def test_still_true_names_why_a_kept_position_is_proved_again():
     assert still_true(end, 40, marks, marks, True, False) == "it stood for the source's end, which moved"
     assert still_true(end, 40, Marks(0, 40), Marks(0, 42), True, False) is None  # both ends where they were
     assert still_true(end, 40, Marks(0, 40), Marks(0, 43), True, False) == "it stood for the source's end, which moved"
+    assert still_true(end, 40, Marks(0, 40), Marks(42, 42), True, False) == \
+        "the target no longer holds the copy of the source's last record (retention)"
     assert still_true(k, 40, marks, marks, False, False) == "a topic was deleted and created again since"
     assert "compacted" in still_true(k, 40, marks, marks, True, True)
     assert still_true(k, 40, Marks(41, 100), marks, True, False) == "the source's log start passed the committed offset"

@@ -93,14 +93,3 @@ class ConnectorOffsets(BaseModel):
         """A canonical order, so two listings of the same offsets compare equal."""
         import json
         return ConnectorOffsets(offsets=sorted(self.offsets, key=lambda e: json.dumps(e.partition, sort_keys=True)))
-
-
-class SinkPartition(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kafka_topic: str
-    kafka_partition: int = Field(ge=0)
-
-
-class SinkOffset(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kafka_offset: int = Field(ge=0)

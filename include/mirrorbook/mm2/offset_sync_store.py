@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.records import OffsetSync
@@ -188,8 +188,3 @@ class SyncIndex:
         below = self.syncs[i - 1] if i > 0 else None
         above = self.syncs[i] if i < len(self.syncs) else None
         return SyncWindow(upstream_offset, below, above)
-
-
-def sync_indexes(syncs: Mapping[TP, Iterable[OffsetSync]]) -> dict[TP, SyncIndex]:
-    """One `SyncIndex` per source partition (e.g. from `OffsetSyncLog.syncs`)."""
-    return {tp: SyncIndex(s) for tp, s in syncs.items()}

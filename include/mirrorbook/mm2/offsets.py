@@ -157,12 +157,3 @@ def validate_offsets(role: str, payload: str | Mapping[str, Any] | ConnectorOffs
             raise InvalidOffsets(f"Source partition {_show(entry.partition)} appears more than once")
         seen.add(key)
     return parsed
-
-
-def role_of_class(connector_class: str) -> str:
-    """'...MirrorSourceConnector' -> 'source'."""
-    short = connector_class.rsplit(".", 1)[-1]
-    for role, cls in CONNECTOR_CLASSES.items():
-        if cls == short:
-            return role
-    raise InvalidOffsets(f"{connector_class} is not a MirrorMaker 2 connector")

@@ -41,7 +41,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import read_checkpoints, read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.mm2.precise import END_RULES, Marks, PartitionTranslation, Item, translate_items
+from mirrorbook.mm2.precise import BOTH_EMPTY, END_RULES, Marks, PartitionTranslation, Item, translate_items
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlanTable, rows_from_precise
 from mirrorbook.topology import FlowSpec
@@ -100,9 +100,13 @@ def still_true(kept: Kept, committed: int, source: Marks, target: Marks, same_to
         return "not proven when kept"
     if kept.source_offset != committed:
         return "the group committed since"
-    end = kept.rule.removeprefix("precise:") in END_RULES
+    rule = kept.rule.removeprefix("precise:")
+    end = rule in END_RULES
     if end and not (source.high == committed and target.high == kept.target_offset):
         return "it stood for the source's end, which moved"
+    # An end proof rests on the target's last record copying the source's last (or on both holding none).
+    if end and (target.low == target.high) != (rule == BOTH_EMPTY or source.low == source.high):
+        return "the target no longer holds the copy of the source's last record (retention)"
     if not same_topics:
         return "a topic was deleted and created again since"
     if compacted:

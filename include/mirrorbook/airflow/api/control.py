@@ -52,7 +52,7 @@ async def no_input(request: Request) -> None:
     """PUT …/pause|resume and DELETE …/offsets take no query parameter and no body: any is refused (a body's
     keys named when it is a JSON object)."""
     no_query(request)
-    raw = await _bounded_body(request, PARAM_LIMITS.max_bytes)
+    raw = await bounded_body(request, PARAM_LIMITS.max_bytes)
     if not raw.strip():
         return
     try:
@@ -132,7 +132,7 @@ async def delete_offsets(caller: OffsetsOperator, _: NoInput, flow: FlowDep, cli
 async def _json_body(request: Request) -> Any:
     """The body, parsed within bounds (`bounds.loads`: too big or too deep is refused before the parser
     runs — it recurses once per level — and each string, key and integer after)."""
-    raw = await _bounded_body(request, PARAM_LIMITS.max_bytes)
+    raw = await bounded_body(request, PARAM_LIMITS.max_bytes)
     if not raw.strip():
         raise InvalidOffsets("The request body is empty; expected KIP-875 offsets", EXPECTED)
     try:
@@ -145,7 +145,7 @@ async def _json_body(request: Request) -> Any:
         return text  # validate_offsets names the JSON error precisely
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes:
+async def bounded_body(request: Request, limit: int) -> bytes:
     """At most `limit` bytes are ever held: a bigger body is refused while it is still arriving."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and (len(declared.lstrip("0")) > len(str(limit)) or int(declared) > limit):

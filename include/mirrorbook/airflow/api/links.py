@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from mirrorbook.airflow.api.mount import PREFIX
 
-PAGE = "/page"
+PAGE_ROUTE = "/page"  # the page's route in the plugin's app (mounted under PREFIX)
 # The runbooks a flow's row links to, each with the `flow` parameter every one of them takes.
 RUNBOOKS = {"mm2_failover": "failover", "mm2_failback": "failback", "mm2_pause_resume": "pause / resume / stop",
             "mm2_offsets": "offsets", "dr_drill": "DR drill"}
@@ -37,7 +37,7 @@ def flow_path(flow: Endpoints) -> str:
 
 def flow_page_path(flow: Endpoints) -> str:
     """The flow's HTML page; the JSON stays at `flow_path`."""
-    return f"{PAGE}/flows{flow_path(flow)}"
+    return f"{PAGE_ROUTE}/flows{flow_path(flow)}"
 
 
 def offsets_links(flow: Endpoints, base: str) -> dict[str, str]:

@@ -72,10 +72,3 @@ class OffsetsChangeOut(BaseModel):
     snapshotId: str | None = None
     auditRunId: str
     links: dict[str, str]
-
-
-class ErrorOut(BaseModel):
-    """Connect's error body."""
-
-    error_code: int
-    message: str

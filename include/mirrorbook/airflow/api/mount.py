@@ -11,7 +11,7 @@ import threading
 from typing import Any, Callable
 
 PREFIX = "/mirrorbook"
-PAGE = f"{PREFIX}/page"
+PAGE_HREF = f"{PREFIX}/page"  # where the page is served: the navigation link's href
 
 Scope = dict[str, Any]
 
@@ -48,5 +48,5 @@ def fastapi_app() -> dict[str, Any]:
 
 def external_view() -> dict[str, Any]:
     """The plugin's `external_views` entry: the page, in Airflow's navigation (Browse menu)."""
-    return {"name": "MM2 flows", "href": PAGE, "url_route": "mirrorbook", "destination": "nav",
+    return {"name": "MM2 flows", "href": PAGE_HREF, "url_route": "mirrorbook", "destination": "nav",
             "category": "browse"}

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse
 from mirrorbook.airflow.api import views
 from mirrorbook.airflow.api.auth import Reader
 from mirrorbook.airflow.api.context import AuditDep, BasePath, ClientsDep, FlowDep
-from mirrorbook.airflow.api.links import PAGE, Endpoints, RunbookLink, runbook_links
+from mirrorbook.airflow.api.links import PAGE_ROUTE, Endpoints, RunbookLink, runbook_links
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import MetricsSample
 from mirrorbook.bounds import cut
@@ -34,7 +34,7 @@ _templates = environment(Path(__file__).parent / "templates")
 def render(template: str, caller: str, base: str, **values: Any) -> str:
     now = datetime.now(timezone.utc)
     return _templates.get_template(template).render(now=now, user=cut(caller, views.TEXT), api=f"{base}/",
-                                                    home=f"{base}{PAGE}", **values)
+                                                    home=f"{base}{PAGE_ROUTE}", **values)
 
 
 def _flow_extras(audit: AuditStore, name: str, ends: Endpoints,
@@ -42,7 +42,7 @@ def _flow_extras(audit: AuditStore, name: str, ends: Endpoints,
     return views.health_sample(audit, name), runbook_links(base, ends, views.latest_runs(audit, name))
 
 
-@router.get(PAGE, response_class=HTMLResponse, summary="Every flow, recent drills and audit events (HTML)")
+@router.get(PAGE_ROUTE, response_class=HTMLResponse, summary="Every flow, recent drills and audit events (HTML)")
 async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BasePath) -> HTMLResponse:
     statuses = await all_status(clients, with_lag=True)
 
@@ -57,7 +57,7 @@ async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BaseP
     return HTMLResponse(render("page.html", caller.name, base, flows=flows, drills=drills, events=events))
 
 
-@router.get(f"{PAGE}/flows/{{source}}/{{target}}", response_class=HTMLResponse,
+@router.get(f"{PAGE_ROUTE}/flows/{{source}}/{{target}}", response_class=HTMLResponse,
             summary="One flow: state, connectors, lag per partition, freshness, runbooks, its audit events (HTML)")
 async def flow_page(caller: Reader, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
                     base: BasePath) -> HTMLResponse:

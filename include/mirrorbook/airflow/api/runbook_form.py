@@ -31,8 +31,8 @@ from pydantic import BaseModel, SecretStr
 
 from mirrorbook.airflow.api.auth import Reader
 from mirrorbook.airflow.api.context import BasePath, FlowDep, TopologyDep
-from mirrorbook.airflow.api.control import _bounded_body
-from mirrorbook.airflow.api.links import PAGE, RUNBOOKS, flow_page_path, run_href, runbook_form_path, ui_base
+from mirrorbook.airflow.api.control import bounded_body
+from mirrorbook.airflow.api.links import PAGE_ROUTE, RUNBOOKS, flow_page_path, run_href, runbook_form_path, ui_base
 from mirrorbook.airflow.api.models import Caller
 from mirrorbook.airflow.api.page import render
 from mirrorbook.airflow.forms import form
@@ -44,7 +44,7 @@ from mirrorbook.topology import FlowSpec
 from mirrorbook.trigger import AirflowApi, DagRun, TriggerError, new_run_id
 
 router = APIRouter()
-FORM_PATH = f"{PAGE}/flows/{{source}}/{{target}}/runbooks/{{dag_id}}"
+FORM_PATH = f"{PAGE_ROUTE}/flows/{{source}}/{{target}}/runbooks/{{dag_id}}"
 RUN_ID = re.compile(r"mirrorbook__\d{8}T\d{6}Z__[0-9a-f]{8}")  # what new_run_id makes
 MAX_FIELDS = 100
 BODY_LIMIT = 3 * OFFSETS_LIMITS.max_bytes + 65_536  # an offsets body, percent-encoded, at worst
@@ -191,7 +191,7 @@ async def form_body(request: Request) -> dict[str, str]:
     ctype = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if ctype != "application/x-www-form-urlencoded":
         raise InvalidParams(f"a runbook form is posted as application/x-www-form-urlencoded, not {shown(ctype)}")
-    raw = await _bounded_body(request, BODY_LIMIT)
+    raw = await bounded_body(request, BODY_LIMIT)
     try:
         pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FIELDS, errors="strict")
     except ValueError as exc:  # not UTF-8, a bad escape, too many fields

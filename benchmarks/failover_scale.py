@@ -374,12 +374,8 @@ def main() -> int:
 
     sys.path.insert(0, str(BENCH))
     sizes = [int(s) for s in args.sizes.split(",")]
-    proof_sizes = [int(s) for s in (args.proof_sizes or args.sizes).split(",")]
-    translations = args.translations.split(",")
-    proofs = args.proofs.split(",")
-    profile = Path(args.profile).resolve() if args.profile else None
-    if profile:
-        profile.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        Path(args.profile).resolve().mkdir(parents=True, exist_ok=True)
     print(f"start: {uptime()}")
     results: dict[str, Any] = {}
     with scene_stack(args, max(sizes)) as (work, stack):
@@ -407,28 +403,7 @@ def main() -> int:
                     results[f"health/{v.name}/{n}"] = r
             if args.no_failover:
                 continue
-            # (label, translation, proofs, audit store); a precise failover after a health check pass on its store
-            runs = [("precise-fresh", "precise", "off", "fresh")] if args.fresh and "precise" in translations else []
-            runs += [(t, t, "off", "kept") for t in translations]
-            if "connect" in proofs and n in proof_sizes:
-                runs.append(("precise", "precise", "spark", "kept"))
-            for label, translation, parity, store in runs:
-                if parity == "spark" and not spark_conn:
-                    spark_conn = start_spark(stack, args.spark_driver_mb)
-                for v in versions:
-                    db = work / f"audit-{v.name}-{n}{'-fresh' if store == 'fresh' else ''}.db"
-                    env = v.env(topo_path, db, spark_conn if parity == "spark" else None)
-                    if translation == "precise" and store == "kept" and f"prepass/{v.name}/{n}" not in results:
-                        results[f"prepass/{v.name}/{n}"] = prepass = run_child({"kind": "health", "passes": 1}, env)
-                        show_health(f"scheduled health check before the failover [{v.name}]", prepass)
-                    job = {"kind": "failover", "translation": translation, "groups": regex, "parity": parity}
-                    if profile:
-                        job["profile"] = str(profile / f"failover-{v.name}-{label}-{parity}-g{n}.html")
-                    print(f"  -- {label}, proofs {parity}, {v.name}; {uptime()}")
-                    r = run_child(job, env)
-                    show_failover(f"failover [{v.name}]", r)
-                    results[f"failover/{v.name}/{label}/{parity}/{n}"] = r
-                    reset(stack, [group_name(i) for i in range(n)])
+            spark_conn = failovers_at(n, args, work, stack, versions, topo_path, spark_conn, results)
         if args.scheduler and not args.no_failover:
             scheduled(work, stack, sizes, topologies, versions[-1], results)
         if spark_conn:
@@ -437,6 +412,39 @@ def main() -> int:
         print(f"\nend: {uptime()}")
     report(results, sizes, [v.name for v in versions])
     return 0
+
+
+def failovers_at(n: int, args: argparse.Namespace, work: Path, stack: Any, versions: list[CodeVersion],
+                 topo_path: Path, spark_conn: dict[str, str], results: dict[str, Any]) -> dict[str, str]:
+    """Every failover measured at size `n` (each in a child process of its own); the Spark connection, started
+    when a run with proofs first needs it."""
+    regex = size_regex(n)
+    translations, proofs = args.translations.split(","), args.proofs.split(",")
+    proof_sizes = [int(s) for s in (args.proof_sizes or args.sizes).split(",")]
+    profile = Path(args.profile).resolve() if args.profile else None
+    # (label, translation, proofs, audit store); a precise failover after a health check pass on its store
+    runs = [("precise-fresh", "precise", "off", "fresh")] if args.fresh and "precise" in translations else []
+    runs += [(t, t, "off", "kept") for t in translations]
+    if "connect" in proofs and n in proof_sizes:
+        runs.append(("precise", "precise", "spark", "kept"))
+    for label, translation, parity, store in runs:
+        if parity == "spark" and not spark_conn:
+            spark_conn = start_spark(stack, args.spark_driver_mb)
+        for v in versions:
+            db = work / f"audit-{v.name}-{n}{'-fresh' if store == 'fresh' else ''}.db"
+            env = v.env(topo_path, db, spark_conn if parity == "spark" else None)
+            if translation == "precise" and store == "kept" and f"prepass/{v.name}/{n}" not in results:
+                results[f"prepass/{v.name}/{n}"] = prepass = run_child({"kind": "health", "passes": 1}, env)
+                show_health(f"scheduled health check before the failover [{v.name}]", prepass)
+            job = {"kind": "failover", "translation": translation, "groups": regex, "parity": parity}
+            if profile:
+                job["profile"] = str(profile / f"failover-{v.name}-{label}-{parity}-g{n}.html")
+            print(f"  -- {label}, proofs {parity}, {v.name}; {uptime()}")
+            r = run_child(job, env)
+            show_failover(f"failover [{v.name}]", r)
+            results[f"failover/{v.name}/{label}/{parity}/{n}"] = r
+            reset(stack, [group_name(i) for i in range(n)])
+    return spark_conn
 
 
 def scheduled(work: Path, stack: Any, sizes: list[int], topologies: dict[int, Path], v: CodeVersion,

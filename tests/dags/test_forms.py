@@ -11,12 +11,14 @@ from mirrorbook.airflow.forms import form
 from mirrorbook.runbooks.alerts import OnAlertParams
 from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
-from mirrorbook.runbooks.params import OFFSETS_EFFECTS, RUNBOOKS, ChangeParams, parse
+from mirrorbook.runbooks.params import OFFSETS_EFFECTS, ChangeParams, parse
+from mirrorbook.runbooks.registry import RUNBOOKS
 from mirrorbook.runbooks.rpo_sampler import SamplerParams
 
 pytestmark = pytest.mark.airflow
-MODELS = {**RUNBOOKS, "dr_drill": DrillParams, "mm2_health_check": HealthParams,
-          "mm2_failover_on_alert": OnAlertParams, "mm2_rpo_sampler": SamplerParams}
+MODELS = {dag_id: r.params for dag_id, r in RUNBOOKS.items()}
+assert {MODELS[d] for d in ("dr_drill", "mm2_health_check", "mm2_failover_on_alert", "mm2_rpo_sampler")} == \
+    {DrillParams, HealthParams, OnAlertParams, SamplerParams}
 
 
 @pytest.mark.parametrize("dag_id", sorted(MODELS))

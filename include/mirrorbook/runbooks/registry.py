@@ -13,6 +13,7 @@ from mirrorbook.runbooks.drill import DrillParams
 from mirrorbook.runbooks.health import HealthParams
 from mirrorbook.runbooks.params import (FailbackParams, FailoverParams, FormParams, OffsetsParams, PauseResumeParams,
                                         Preflight, check_keys)
+from mirrorbook.runbooks.rpo_sampler import SamplerParams
 
 
 def _model_preflight(params: FormParams, context: Preflight) -> list[str]:
@@ -39,6 +40,7 @@ RUNBOOKS: dict[str, Registered] = {
     "dr_drill": Registered(DrillParams),
     "mm2_health_check": Registered(HealthParams),
     "mm2_failover_on_alert": Registered(OnAlertParams),
+    "mm2_rpo_sampler": Registered(SamplerParams),
 }
 
 

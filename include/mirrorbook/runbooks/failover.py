@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -70,17 +69,8 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
                 if r.group in wanted_groups]
         notes += [f"unplanned: positions from what survives on {flow.target}"] + found.notes
         return TranslationPlan(rows=sorted(rows, key=_row_key), **meta)
-    kept = None
-    if params.translation == "precise":
-        # The groups' committed offsets (a thousand requests, mostly waiting) read while the health check's kept
-        # positions are read from the audit store.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="committed") as pool:
-            reading = pool.submit(clients.admin(flow.source).committed_offsets, groups)
-            kept = readiness.kept_positions(rb.audit, flow)
-            on_source = reading.result()
-    else:
-        on_source = clients.admin(flow.source).committed_offsets(groups)
-    committed = _remote_committed(on_source, policy, flow.source, target_admin.topics())
+    committed = _remote_committed(clients.admin(flow.source).committed_offsets(groups), policy, flow.source,
+                                  target_admin.topics())
     remote: dict[str, str] = {}  # each topic's name on the target, formatted once
 
     def wanted(left: dict[str, dict[TP, int]]) -> dict[str, dict[TP, int | None]]:
@@ -90,7 +80,7 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     if params.translation == "precise":
         # What the health check proved and is still exactly true is reused, the rest proved now; a thousand groups
         # are 150,000 rows: the plan is made column by column.
-        proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit, kept=kept)
+        proved = readiness.prove_positions(clients, flow, move.regex, committed, rb.audit)
         table = readiness.plan_table(proved, datetime.now(timezone.utc))
         # Only pairs readiness does not manage (none: it keeps the same pairs) would start at the partition's start.
         pairs = sum(len(o) for o in committed.values())

@@ -71,7 +71,7 @@ class GroupMoveOperator(MirrorbookBaseOperator):
 
     def _report(self, context: Any, rb: Runbook, clients: Any, move: moves.Move, topology: Any) -> dict[str, Any]:
         kept = rb.progress_get(moves.PLAN_KEY)
-        plan = moves.TranslationPlan.from_stored(kept) if kept else None
+        plan = moves.TranslationPlan.from_stored(kept, rows=False) if kept else None
         extra: dict[str, Any] = {}
         if move.direction == "failover" and not move.planned and not rb.dry_run:
             extra["rpo"] = rpo.for_failover(rb, clients, move.flow, _trigger_time(context))

@@ -39,8 +39,10 @@ def open_among(conn: Connection, event_ids: Sequence[str]) -> set[str]:
 
 
 def delete_many(conn: Connection, event_ids: Sequence[str]) -> None:
-    if event_ids:
-        conn.execute(_DELETE, [{"closing": e} for e in event_ids])
+    """Close many intents: a statement per 500 (one per intent, executed many times, cost a second a thousand)."""
+    ids = list(event_ids)
+    for first in range(0, len(ids), 500):
+        conn.execute(schema.intents.delete().where(_c.event_id.in_(ids[first:first + 500])))
 
 
 def delete(conn: Connection, event_id: str) -> bool:

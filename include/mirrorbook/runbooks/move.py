@@ -294,11 +294,15 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffset
     with rb.step(f"{move.direction}.write_offsets", move.flow.name) as step:
         admin = clients.admin(plan.to_cluster)
         wanted = plan.offsets()
-        current = admin.committed_offsets(wanted)
+        # Every group's offsets and state asked side by side (both a request per group, mostly waiting).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="describe") as pool:
+            described = pool.submit(admin.describe_groups, wanted)
+            current = admin.committed_offsets(wanted)
+            every = described.result()
         diff = {g: {tp: o for tp, o in offs.items() if current.get(g, {}).get(tp) != o} for g, offs in wanted.items()}
         diff = {g: d for g, d in diff.items() if d}
         # Only groups that still need offsets must be idle; a group already moved may be consuming by now.
-        info = admin.describe_groups(diff)
+        info = {g: every[g] for g in diff}
         active = {g: i for g, i in info.items() if not i.inactive}
         if active:
             raise _active_refusal(active, plan.to_cluster)

@@ -52,8 +52,13 @@ class PlannedOffsets(NamedTuple):
 
     def offsets(self) -> dict[str, dict[TP, int]]:
         out: dict[str, dict[TP, int]] = {g: {} for g in self.groups}
+        tps: dict[tuple[str, int], TP] = {}  # one TP per partition, shared by every group on it (see committed_offsets)
         for g, t, p, o in self.rows:
-            out.setdefault(g, {})[TP(t, p)] = o
+            key = (t, p)
+            tp = tps.get(key)
+            if tp is None:
+                tp = tps[key] = TP(t, p)
+            out.setdefault(g, {})[tp] = o
         return {g: o for g, o in out.items() if o}
 
     @classmethod

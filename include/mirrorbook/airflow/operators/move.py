@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterator
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks import failback, failover, move as moves, move_report, parity, rpo, standing
@@ -37,8 +39,9 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         # The flow this step drives first: the other direction's when it starts that one.
         other = topology.reverse_of(move.flow) if move.direction == "failover" else move.flow
         flows = [other, move.via] if self.step == "start_other_flow" and other is not None else [move.via]
-        return self.guarded_run(rb, flows, lambda: self._run(context, topology, params, move, rb),
-                                standing.move_rerun(rb, self.step, move.to_cluster))
+        with _gc_frozen():
+            return self.guarded_run(rb, flows, lambda: self._run(context, topology, params, move, rb),
+                                    standing.move_rerun(rb, self.step, move.to_cluster))
 
     def _run(self, context: Any, topology: Any, params: Any, move: moves.Move, rb: Runbook) -> Any:
         clients = self.hook.clients
@@ -97,6 +100,21 @@ class GroupMoveOperator(MirrorbookBaseOperator):
         rb.audit.record_artifact(f"{move.direction}-report", rb.info.run_id, str(path),
                                  {k: report.get(k) for k in ("rto_s", "plan", "rpo", "divergence", "flow", "mode")})
         return move_report.for_xcom(report, path)
+
+
+@contextmanager
+def _gc_frozen() -> Iterator[None]:
+    """The objects the task process holds before the step (Airflow's, the DAG's) left out of the cyclic GC's passes
+    while it runs: a step at a thousand groups makes hundreds of thousands of small objects, each collection of the
+    oldest generation walked all of the process's (gc.freeze; unfrozen after — unless the process had frozen objects
+    of its own already, as a forking executor's worker may: those stay as they were, with ours)."""
+    had = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not had:
+            gc.unfreeze()
 
 
 def _trigger_time(context: Any) -> datetime | None:

@@ -38,10 +38,11 @@ def append(conn: Connection, event: AuditEvent) -> AuditRecord:
     return to_record(row)
 
 
-def append_many(conn: Connection, events: Sequence[AuditEvent]) -> list[AuditRecord]:
+def append_many(conn: Connection, events: Sequence[AuditEvent], *, records: bool = True) -> list[AuditRecord]:
     """`append` of every event in turn, as the chain links them one after another, in three statements: the head
     read once, the rows inserted in one executemany, the head moved once (a thousand groups' write-ahead intents
-    were 4,000 statements, a second and a half of a cutover). `conn` must hold the write lock."""
+    were 4,000 statements, a second and a half of a cutover). `conn` must hold the write lock. `records=False`:
+    nothing read back (returns [])."""
     if not events:
         return []
     current = conn.execute(_HEAD).first()
@@ -57,7 +58,7 @@ def append_many(conn: Connection, events: Sequence[AuditEvent]) -> list[AuditRec
         rows.append(row)
     conn.execute(_INSERT_EVENT, rows)
     conn.execute(_MOVE_HEAD, {"new_count": count, "new_hash": prev, "new_updated_at": rows[-1]["ended_at"]})
-    return [to_record(row) for row in rows]
+    return [to_record(row) for row in rows] if records else []
 
 
 # Built once, with their values as parameters: a statement built per event with its values inlined is

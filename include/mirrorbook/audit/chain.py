@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from sqlalchemy import Connection, Row, Select, and_, bindparam, func, select
 
@@ -36,6 +36,29 @@ def append(conn: Connection, event: AuditEvent) -> AuditRecord:
     conn.execute(_INSERT_EVENT, row)
     conn.execute(_MOVE_HEAD, {"new_count": row["seq"], "new_hash": row["hash"], "new_updated_at": row["ended_at"]})
     return to_record(row)
+
+
+def append_many(conn: Connection, events: Sequence[AuditEvent], *, records: bool = True) -> list[AuditRecord]:
+    """`append` of every event in turn, as the chain links them one after another, in three statements: the head
+    read once, the rows inserted in one executemany, the head moved once (a thousand groups' write-ahead intents
+    were 4,000 statements, a second and a half of a cutover). `conn` must hold the write lock. `records=False`:
+    nothing read back (returns [])."""
+    if not events:
+        return []
+    current = conn.execute(_HEAD).first()
+    if current is None:
+        raise AuditIntegrityError("the audit head row is missing, so nothing can be appended safely",
+                                  "run `mirrorbook audit verify` and investigate who deleted it")
+    rows, count, prev = [], current.count, current.hash
+    for event in events:
+        row = event_row(event)
+        count += 1
+        row["seq"], row["prev_hash"] = count, prev
+        row["hash"] = prev = event_hash(row, prev)
+        rows.append(row)
+    conn.execute(_INSERT_EVENT, rows)
+    conn.execute(_MOVE_HEAD, {"new_count": count, "new_hash": prev, "new_updated_at": rows[-1]["ended_at"]})
+    return [to_record(row) for row in rows] if records else []
 
 
 # Built once, with their values as parameters: a statement built per event with its values inlined is

@@ -4,7 +4,7 @@ whose outcome no one recorded. The store adds the chain events; the runbook engi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from sqlalchemy import Connection, Select, and_, bindparam, or_, select
 
@@ -19,6 +19,30 @@ def insert(conn: Connection, intent: AuditRecord, expect: dict[str, Any]) -> Non
     conn.execute(schema.intents.insert(), stored_row(schema.intents, {
         "event_id": intent.event_id, "flow": intent.flow, "run_id": intent.run_id or "", "task_id": intent.task_id,
         "action": intent.action, "expect": expect, "created_at": intent.started_at}))
+
+
+def insert_many(conn: Connection, opened: Sequence[tuple[AuditRecord, dict[str, Any]]]) -> None:
+    """`insert` of many intents, in one statement executed for all of them."""
+    if opened:
+        conn.execute(schema.intents.insert(), [stored_row(schema.intents, {
+            "event_id": i.event_id, "flow": i.flow, "run_id": i.run_id or "", "task_id": i.task_id,
+            "action": i.action, "expect": expect, "created_at": i.started_at}) for i, expect in opened])
+
+
+def open_among(conn: Connection, event_ids: Sequence[str]) -> set[str]:
+    """Which of `event_ids` are open intents (read under the write lock, so they stay open until it is released)."""
+    out: set[str] = set()
+    ids = list(dict.fromkeys(event_ids))
+    for first in range(0, len(ids), 500):  # within any database's limit on bound parameters
+        out.update(conn.execute(select(_c.event_id).where(_c.event_id.in_(ids[first:first + 500]))).scalars())
+    return out
+
+
+def delete_many(conn: Connection, event_ids: Sequence[str]) -> None:
+    """Close many intents: a statement per 500 (one per intent, executed many times, cost a second a thousand)."""
+    ids = list(event_ids)
+    for first in range(0, len(ids), 500):
+        conn.execute(schema.intents.delete().where(_c.event_id.in_(ids[first:first + 500])))
 
 
 def delete(conn: Connection, event_id: str) -> bool:

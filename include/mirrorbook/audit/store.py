@@ -61,7 +61,7 @@ class AuditStore:
     def append_all(self, events: Sequence[AuditEvent]) -> list[AuditRecord]:
         """`append` for many events in one transaction (one commit — its fsync is what an event costs)."""
         with self._db.write() as conn:
-            return [chain.append(conn, event) for event in events]
+            return chain.append_many(conn, events)
 
     def record(self, **fields: Any) -> AuditRecord:
         """`append(AuditEvent(**fields))`."""
@@ -76,11 +76,8 @@ class AuditStore:
     def begin_intents(self, calls: Sequence[tuple[AuditEvent, dict[str, Any]]]) -> list[AuditRecord]:
         """`begin_intent` for many calls in one transaction: all are on record before any is made."""
         with self._db.write() as conn:
-            records = []
-            for event, expect in calls:
-                record = chain.append(conn, event)
-                intents.insert(conn, record, expect)
-                records.append(record)
+            records = chain.append_many(conn, [event for event, _ in calls])
+            intents.insert_many(conn, [(record, expect) for record, (_, expect) in zip(records, calls)])
             return records
 
     def close_intent(self, intent_id: str, outcome: AuditEvent) -> AuditRecord | None:
@@ -88,14 +85,24 @@ class AuditStore:
         None when the intent was closed already: its outcome is on record once, never twice."""
         return self.close_intents([(intent_id, outcome)])[0]
 
-    def close_intents(self, outcomes: Sequence[tuple[str, AuditEvent]]) -> list[AuditRecord | None]:
-        """`close_intent` for many intents in one transaction."""
+    def close_intents(self, outcomes: Sequence[tuple[str, AuditEvent]], *, records: bool = True
+                      ) -> list[AuditRecord | None]:
+        """`close_intent` for many intents in one transaction. `records=False`: the outcomes are not read back as
+        records (a thousand of them cost more than their insert); returns [] then."""
         with self._db.write() as conn:
-            closed: list[AuditRecord | None] = []
-            for intent_id, outcome in outcomes:
-                outcome = outcome.model_copy(update={"details": {**outcome.details, "intent": intent_id}})
-                closed.append(chain.append(conn, outcome) if intents.delete(conn, intent_id) else None)
-            return closed
+            still = intents.open_among(conn, [intent_id for intent_id, _ in outcomes])
+            closing, seen = [], set()
+            for intent_id, outcome in outcomes:  # an intent named twice is closed (and its outcome kept) once
+                if intent_id in still and intent_id not in seen:
+                    seen.add(intent_id)
+                    closing.append((intent_id, outcome.model_copy(update={"details": {**outcome.details,
+                                                                                      "intent": intent_id}})))
+            intents.delete_many(conn, [intent_id for intent_id, _ in closing])
+            appended = chain.append_many(conn, [o for _, o in closing], records=records)
+            if not records:
+                return []
+            kept = dict(zip([i for i, _ in closing], appended))
+            return [kept.pop(intent_id, None) for intent_id, _ in outcomes]
 
     def open_intents(self, run_id: str | None = None, task_id: str | None = None,
                      flows: list[str] | None = None) -> list[OpenIntent]:

@@ -163,13 +163,13 @@ class Step:
                            details={"precondition": c.precondition}), c.expect.model_dump(mode="json"))
             for c, r in zip(calls, requests)])
         results = _perform([c.do for c in calls], concurrency)
-        self.rb.audit.close_intents([
+        self.rb.audit.close_intents([  # their records are not needed here: not read back
             (intent.event_id, self.rb.event(
                 action=c.action, kind="call", result="ok" if ok else "error", mutating=True, flow=self.flow,
                 request=r if ok else r.model_copy(update={"status": _status_of(out)}),
                 error=None if ok else str(out), started_at=started,
                 snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
-            for intent, c, r, (ok, out) in zip(intents, calls, requests, results)])
+            for intent, c, r, (ok, out) in zip(intents, calls, requests, results)], records=False)
         self.outcome.mutations += sum(ok for ok, _ in results)
         for c, (ok, _) in zip(calls, results):
             if ok:

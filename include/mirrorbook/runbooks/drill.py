@@ -488,7 +488,7 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
     resume = ResumeState.model_validate(resume) if resume else None
     restored = rb.progress_get(RESTORE_KEY) or {}
     kept = rb.progress_get(moves.PLAN_KEY)
-    plan = moves.TranslationPlan.from_stored(kept) if kept else None
+    plan = moves.TranslationPlan.from_stored(kept, rows=False) if kept else None
     steps, problems = _steps(rb)
     s = DrillSummary(run_id=rb.info.run_id, flow=flow.name, from_cluster=flow.source, to_cluster=flow.target,
                      translation=params.translation, finished_at=finished, steps=steps,

@@ -56,7 +56,7 @@ def report(s: StepRun) -> dict[str, Any]:
     """The run's report: logged, written as JSON to the artifacts, listed in the audit; what XCom gets of it."""
     rb, clients, move = s.rb, s.clients, s.move
     kept = rb.progress_get(moves.PLAN_KEY)
-    plan = moves.TranslationPlan.from_stored(kept) if kept else None
+    plan = moves.TranslationPlan.from_stored(kept, rows=False) if kept else None
     extra: dict[str, Any] = {}
     if move.direction == "failover" and not move.planned and not rb.dry_run:
         extra["rpo"] = rpo.for_failover(rb, clients, move.flow, s.triggered_at)

@@ -284,7 +284,7 @@ def move_proof(rb: Runbook, plan: TranslationPlan | None = None) -> dict[str, An
         rows = [{"group": r.group, "source_topic": r.source_topic, "source_partition": r.partition,
                  "target_topic": r.target_topic, "source_committed": r.source_offset, "target_offset": None,
                  "true_offset": None, "plan_offset": r.offset, "status": "UNPROVABLE", "n": None,
-                 "differs_from_plan": False} for r in plan.rows]
+                 "differs_from_plan": False} for r in plan.all_rows()]
         return {"source": "unprovable", "note": UNPROVABLE_UNPLANNED, "status": "unprovable",
                 "totals": {"rows": len(rows), "re_read": 0, "skipped": 0, "unprovable": len(rows), "missing": 0,
                            "mismatch": 0, "differs_from_plan": 0},

@@ -52,8 +52,13 @@ class PlannedOffsets(NamedTuple):
 
     def offsets(self) -> dict[str, dict[TP, int]]:
         out: dict[str, dict[TP, int]] = {g: {} for g in self.groups}
+        tps: dict[tuple[str, int], TP] = {}  # one TP per partition, shared by every group on it (see committed_offsets)
         for g, t, p, o in self.rows:
-            out.setdefault(g, {})[TP(t, p)] = o
+            key = (t, p)
+            tp = tps.get(key)
+            if tp is None:
+                tp = tps[key] = TP(t, p)
+            out.setdefault(g, {})[tp] = o
         return {g: o for g, o in out.items() if o}
 
     @classmethod
@@ -141,12 +146,17 @@ class TranslationPlan(BaseModel):
                 "rows": self.row_count(), "columns": {c: _packed(v) for c, v in cols["columns"].items()}}
 
     @classmethod
-    def from_stored(cls, data: dict[str, Any]) -> TranslationPlan:
+    def from_stored(cls, data: dict[str, Any], *, rows: bool = True) -> TranslationPlan:
+        """The plan the run's progress keeps. `rows=False`: kept column by column (as `of_table` makes it), no
+        object per row — what its totals, a report and a re-run's log need (`all_rows` makes them if asked)."""
         if data.get("format") not in (COLUMNS_FORMAT, STORED_FORMAT):  # kept one object per row (older release)
             return cls.model_validate(data)
         meta = {k: v for k, v in data.items() if k not in ("format", "texts", "columns", "rows")}
         columns = {"texts": data["texts"], "columns": {c: _unpacked(data, c) for c in data["columns"]}}
-        return cls.model_validate({**meta, "rows": []}).model_copy(update={"rows": from_columns(columns)})
+        plan = cls.model_validate({**meta, "rows": []})
+        if not rows:
+            return plan.model_copy(update={"table": columns})
+        return plan.model_copy(update={"rows": from_columns(columns)})
 
     def totals(self) -> dict[str, Any]:
         if self._totals is None:
@@ -283,7 +293,8 @@ class PlanTable:
         c, text, n = self.cols, self._text, len(offset)
         for name, values in (("group", group), ("source_topic", source_topic), ("target_topic", target_topic),
                              ("method", method)):
-            c[name].extend([text(v) for v in values])
+            index = {v: text(v) for v in dict.fromkeys(values)}  # each distinct text numbered once, in order
+            c[name].extend(map(index.__getitem__, values))
         c["note"].extend([None] * n)
         for name, numbers in (("partition", partition), ("source_offset", source_offset), ("offset", offset),
                               ("precise_offset", precise_offset), ("basis_age_s", basis_age_s)):

@@ -28,6 +28,7 @@ last). Not covered: a log truncated below its high watermark (unclean leader ele
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, NamedTuple
@@ -177,19 +178,35 @@ class Proved:
 
 
 def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dict[str, dict[TP, int]],
-                    audit: AuditStore, *, reuse: bool = True) -> Proved:
+                    audit: AuditStore, *, reuse: bool = True, kept: dict[Key, Kept] | None = None) -> Proved:
     """The position of every managed (group, partition) committed on the flow's source (`committed`, read now):
     kept readiness positions still exactly true (`still_true`) reused, the rest proved now, partition by
-    partition. What the health check keeps and what a planned failover writes, by the same rules."""
+    partition. What the health check keeps and what a planned failover writes, by the same rules. `kept`: the
+    flow's kept positions (`kept_positions`) when the caller read them already."""
     source_admin, target_admin = clients.admin(flow.source), clients.admin(flow.target)
     wanted = wanted_pairs(flow, regex, committed, target_admin.topics())
     source_tps = {tp for tp, _ in wanted.values()}
     target_tps = {TP(t, p) for _, t, p in wanted}
-    source_marks = {tp: Marks(w.low, w.high) for tp, w in source_admin.watermarks(source_tps).items()}
-    target_marks = {tp: Marks(w.low, w.high) for tp, w in target_admin.watermarks(target_tps).items()}
     source_topics, target_topics = {tp.topic for tp in source_tps}, {tp.topic for tp in target_tps}
-    ids = {SOURCE: source_admin.topic_ids(source_topics), TARGET: target_admin.topic_ids(target_topics)}
-    kept = kept_positions(audit, flow) if reuse else {}
+    # What the clusters say about those partitions and topics, asked side by side (each a round trip or two,
+    # mostly waiting), while the kept positions are read from the audit store.
+    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="readiness") as pool:
+        asked = {name: pool.submit(fn, arg) for name, fn, arg in (
+            ("source_marks", source_admin.watermarks, source_tps),
+            ("target_marks", target_admin.watermarks, target_tps),
+            ("source_ids", source_admin.topic_ids, source_topics),
+            ("target_ids", target_admin.topic_ids, target_topics))}
+        if kept is None:
+            kept = kept_positions(audit, flow) if reuse else {}
+        elif not reuse:
+            kept = {}
+        if kept:  # only a kept position asks whether its topics are compacted
+            asked.update(source_compacted=pool.submit(_compacted, source_admin, source_topics),
+                         target_compacted=pool.submit(_compacted, target_admin, target_topics))
+        got = {name: f.result() for name, f in asked.items()}
+    source_marks = {tp: Marks(w.low, w.high) for tp, w in got["source_marks"].items()}
+    target_marks = {tp: Marks(w.low, w.high) for tp, w in got["target_marks"].items()}
+    ids = {SOURCE: got["source_ids"], TARGET: got["target_ids"]}
     reused: dict[Key, Kept] = {}
     why_again: dict[str, int] = {}
     if kept:
@@ -198,20 +215,34 @@ def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dic
                 for t in source_topics}
         same.update({(TARGET, t): t in ids[TARGET] and basis.get(TARGET, {}).get(t) == ids[TARGET][t]
                      for t in target_topics})
-        compacted = {SOURCE: _compacted(source_admin, source_topics), TARGET: _compacted(target_admin, target_topics)}
+        compacted = {SOURCE: got["source_compacted"], TARGET: got["target_compacted"]}
+        # A pair's topics decide the same for every group on them: asked once per pair of topics.
+        topics_ok: dict[tuple[str, str], bool] = {}
+        ends = {*END_RULES, *(f"precise:{r}" for r in END_RULES)}  # as `still_true` reads a rule
         for key, (tp, c) in wanted.items():
             k = kept.get(key)
             if k is None:
                 continue
             _, topic, partition = key
-            why = still_true(k, c, source_marks[tp], target_marks[(topic, partition)],  # type: ignore[index]
-                             same[(SOURCE, tp.topic)] and same[(TARGET, topic)],
+            sm, tm = source_marks[tp], target_marks[(topic, partition)]  # type: ignore[index]
+            ok = topics_ok.get((tp.topic, topic))
+            if ok is None:
+                ok = topics_ok[(tp.topic, topic)] = (same[(SOURCE, tp.topic)] and same[(TARGET, topic)] and
+                                                     tp.topic not in compacted[SOURCE] and
+                                                     topic not in compacted[TARGET])
+            # The common case in a line — exactly what `still_true` answers None for a position that did not stand
+            # for the source's end; any other case is asked of `still_true` itself (and says why).
+            if (ok and k.exact and k.source_offset == c and k.rule not in ends and sm.low <= c
+                    and tm.low <= k.target_offset < tm.high):
+                reused[key] = k
+                continue
+            why = still_true(k, c, sm, tm, same[(SOURCE, tp.topic)] and same[(TARGET, topic)],
                              tp.topic in compacted[SOURCE] or topic in compacted[TARGET])
             if why is None:
                 reused[key] = k
             elif k.exact:
                 why_again[why] = why_again.get(why, 0) + 1
-    todo = {k: v for k, v in wanted.items() if k not in reused}
+    todo = {k: v for k, v in wanted.items() if k not in reused} if len(reused) < len(wanted) else {}
     fresh = _prove(clients, flow, todo, source_marks, target_marks) if todo else []
     return Proved(wanted, kept, reused, fresh, ids, target_marks, why_again)
 

@@ -3,7 +3,9 @@ over the step table of `mirrorbook.runbooks.move_steps`."""
 
 from __future__ import annotations
 
-from typing import Any
+import gc
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks import move as moves
@@ -38,4 +40,20 @@ class GroupMoveOperator(MirrorbookBaseOperator):
             out = STEPS[self.step][0](run)
             return out if self.step == "report" else self.log_outcomes(rb)
 
-        return self.guarded_run(rb, flows, step, standing.move_rerun(rb, self.step, move.to_cluster))
+        with _gc_frozen():
+            return self.guarded_run(rb, flows, step, standing.move_rerun(rb, self.step, move.to_cluster))
+
+
+@contextmanager
+def _gc_frozen() -> Iterator[None]:
+    """The objects the task process holds before the step (Airflow's, the DAG's) left out of the cyclic GC's passes
+    while it runs: a step at a thousand groups makes hundreds of thousands of small objects, each collection of the
+    oldest generation walked all of the process's (gc.freeze; unfrozen after — unless the process had frozen objects
+    of its own already, as a forking executor's worker may: those stay as they were, with ours)."""
+    had = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not had:
+            gc.unfreeze()

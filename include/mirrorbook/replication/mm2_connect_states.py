@@ -130,8 +130,8 @@ def _request_at_once(rb: "Runbook", client: ConnectClient, flow: FlowSpec, roles
     def send(item: tuple[Any, Any, str, Any]) -> BaseException | None:
         _, step, name, (call, precondition) = item
         try:
-            step.connect(client, call, action=f"connector.{verb}", expect=ConnectorState(connector=name, state=target),
-                         precondition=precondition)
+            mutate_connect(step, client, call, action=f"connector.{verb}",
+                           expect=ConnectorState(connector=name, state=target), precondition=precondition)
         except BaseException as exc:  # closed with its step below
             return exc
         return None

@@ -37,7 +37,9 @@ INACTIVE_STATES = {"EMPTY", "DEAD", "UNKNOWN_ABSENT"}
 _TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_AVAILABLE", "NOT_COORDINATOR",
               "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "_TIMED_OUT",
               # right after a broker restart its metadata can trail the client's (Kafka: retriable)
-              "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH"}
+              "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH",
+              # a new leader answers ListOffsets so until its high watermark has caught up (Kafka: retriable)
+              "OFFSET_NOT_AVAILABLE"}
 
 
 class KafkaAdminError(MirrorbookError):

@@ -25,7 +25,7 @@ from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.errors import Refused
 from mirrorbook.mm2 import Translation
 from mirrorbook.mm2.offsets import validate_offsets
-from mirrorbook.patterns import compile_whole_id, reason
+from mirrorbook.patterns import compile_whole_id, reason, whole_id_matcher
 from mirrorbook.replication.backend import FlowAction
 from mirrorbook.topology import CONNECTOR_CLASSES, ConnectorRole, FlowSpec, Topology
 
@@ -59,6 +59,28 @@ class FormParams(BaseModel):
         """Checks that need the audit store or a cluster, run once before anything changes.
         Raises InvalidParams for what makes the run impossible; returns warnings for the plan."""
         return []
+
+
+class FlowsSelection(FormParams):
+    """A runbook over many flows: its model declares `flows` (a regex of whole flow names, blank: every flow)."""
+
+    flows: str
+
+    @field_validator("flows", mode="before")
+    @classmethod
+    def _flows(cls, v: Any) -> Any:
+        return ".*" if v is None or (isinstance(v, str) and not v.strip()) else v
+
+    def check(self, topology: Topology) -> None:
+        self.select(topology)
+
+    def select(self, topology: Topology) -> list[FlowSpec]:
+        matches = whole_id_matcher(self.flows, "flows")
+        chosen = [f for f in topology.flows if matches(f.name)]
+        if not chosen:
+            raise InvalidParams(f"`flows` {shown(self.flows)} matches no flow; the topology defines: "
+                                f"{', '.join(topology.flow_names()) or 'none'}")
+        return chosen
 
 
 class FlowParams(FormParams):

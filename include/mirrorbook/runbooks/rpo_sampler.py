@@ -30,10 +30,9 @@ from collections import defaultdict, deque
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditStore
-from mirrorbook.bounds import shown
 from mirrorbook.clients import Clients
 from mirrorbook.connect import AsyncConnectClient
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -41,11 +40,10 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import PartitionLag, lag_rows
 from mirrorbook.mm2.lag import count_lag, shows_gaps
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.patterns import whole_id_matcher
 from mirrorbook.redaction import get_logger
-from mirrorbook.runbooks.params import FormParams, InvalidParams
+from mirrorbook.runbooks.params import FlowsSelection
 from mirrorbook.runbooks.user_topics import record_kind
-from mirrorbook.topology import FlowSpec, Topology
+from mirrorbook.topology import FlowSpec
 
 log = get_logger(__name__)
 
@@ -63,7 +61,7 @@ def _now() -> datetime:
 MAX_PERIOD_S = 3600
 
 
-class SamplerParams(FormParams):
+class SamplerParams(FlowsSelection):
     """The sampler DAG's form (and the scheduled run's defaults)."""
 
     flows: str = Field(".*", title="Flows (regex)",
@@ -74,21 +72,6 @@ class SamplerParams(FormParams):
                           description="how long one run samples: its schedule's period and a little more, so "
                                       "that the next run has started before this one ends")
 
-    @field_validator("flows", mode="before")
-    @classmethod
-    def _flows(cls, v: Any) -> Any:
-        return ".*" if v is None or (isinstance(v, str) and not v.strip()) else v
-
-    def check(self, topology: Topology) -> None:
-        self.select(topology)
-
-    def select(self, topology: Topology) -> list[FlowSpec]:
-        matches = whole_id_matcher(self.flows, "flows")
-        chosen = [f for f in topology.flows if matches(f.name)]
-        if not chosen:
-            raise InvalidParams(f"`flows` {shown(self.flows)} matches no flow; the topology defines: "
-                                f"{', '.join(topology.flow_names()) or 'none'}")
-        return chosen
 
 
 class FlowSample(BaseModel):

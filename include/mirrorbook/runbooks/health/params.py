@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from mirrorbook.bounds import shown
 from mirrorbook.mm2.flows import FlowStateName
-from mirrorbook.patterns import whole_id_matcher
-from mirrorbook.runbooks.params import FormParams, InvalidParams
-from mirrorbook.topology import FlowSpec, Topology
+from mirrorbook.runbooks.params import FlowsSelection
 
 FLOW_STATES = get_args(FlowStateName)
 
 
-class HealthParams(FormParams):
+class HealthParams(FlowsSelection):
     """The health check's form (and the scheduled run's defaults)."""
 
     flows: str = Field(".*", title="Flows (regex)",
@@ -37,22 +34,7 @@ class HealthParams(FormParams):
                                         "would resume on the target: what an unplanned failover falls back on "
                                         "where MM2 wrote no checkpoint")
 
-    @field_validator("flows", mode="before")
-    @classmethod
-    def _flows(cls, v: Any) -> Any:
-        return ".*" if v is None or (isinstance(v, str) and not v.strip()) else v
-
     @property
     def heartbeat_lookback_s(self) -> float:
         return 2 * self.max_heartbeat_age_s
 
-    def check(self, topology: Topology) -> None:
-        self.select(topology)
-
-    def select(self, topology: Topology) -> list[FlowSpec]:
-        matches = whole_id_matcher(self.flows, "flows")
-        chosen = [f for f in topology.flows if matches(f.name)]
-        if not chosen:
-            raise InvalidParams(f"`flows` {shown(self.flows)} matches no flow; the topology defines: "
-                                f"{', '.join(topology.flow_names()) or 'none'}")
-        return chosen

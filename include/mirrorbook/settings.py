@@ -77,6 +77,12 @@ SPARK_CONNECT_CONN_ID = Setting("spark_connect_conn_id", "MIRRORBOOK_SPARK_CONNE
 PARITY_URI = Setting("parity_uri", "MIRRORBOOK_PARITY_URI")
 
 
+def schedule(setting: Setting) -> str | None:
+    """A DAG's schedule setting as Airflow takes it: a cron expression or preset, or None for `none` (manual runs)."""
+    value = setting.get() or ""
+    return None if value.lower() in ("", "none") else value
+
+
 def airflow_home() -> Path:
     """Airflow's home, as Airflow finds it ($AIRFLOW_HOME, else ~/airflow): the defaults below live in it."""
     return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")

@@ -43,15 +43,11 @@ from mirrorbook.airflow.operators.flow_events import FlowEventsOperator
 from mirrorbook.airflow.operators.health import HEALTH_XCOM_KEY, HealthCheckOperator
 from mirrorbook.runbooks.health import HealthParams
 
-SCHEDULE_ENV = settings.HEALTH_SCHEDULE.env
-
-
 def build() -> DAG:
-    schedule = settings.HEALTH_SCHEDULE.get() or ""
     with DAG(
         dag_id="mm2_health_check",
         doc_md=__doc__,
-        schedule=None if schedule.lower() in ("", "none") else schedule,
+        schedule=settings.schedule(settings.HEALTH_SCHEDULE),
         start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,

@@ -30,15 +30,11 @@ from mirrorbook.airflow.forms import form
 from mirrorbook.airflow.operators.rpo import RpoSamplerOperator
 from mirrorbook.runbooks.rpo_sampler import MAX_PERIOD_S, SamplerParams
 
-SCHEDULE_ENV = settings.RPO_SAMPLER_SCHEDULE.env
-
-
 def build() -> DAG:
-    schedule = settings.RPO_SAMPLER_SCHEDULE.get() or ""
     with DAG(
         dag_id="mm2_rpo_sampler",
         doc_md=__doc__,
-        schedule=None if schedule.lower() in ("", "none") else schedule,
+        schedule=settings.schedule(settings.RPO_SAMPLER_SCHEDULE),
         start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=2,  # each run outlasts its period a little: the next has started before it ends

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.devstack.workload import GroupSpec, load
-from mirrorbook.kafka.admin import GroupActive, KafkaAdmin
+from mirrorbook.kafka.admin import GroupActive, GroupGotMembers, KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.topology import Topology
 from tests.helpers import ActiveConsumer
@@ -98,8 +98,15 @@ def test_alter_refuses_an_active_group_before_writing_anything(admin_a, bootstra
     with ActiveConsumer(bootstrap_a, busy, [topic]):
         with pytest.raises(GroupActive) as err:
             admin_a.alter_group_offsets({idle: {TP(topic, 0): 9}, busy: {TP(topic, 0): 9}})
-    assert busy in str(err.value) and "STABLE" in str(err.value) and idle not in str(err.value).split(":")[1]
-    assert admin_a.committed_offsets([idle])[idle][TP(topic, 0)] == 2  # nothing was written, not even `idle`
+        assert busy in str(err.value) and "STABLE" in str(err.value) and idle not in str(err.value).split(":")[1]
+        assert admin_a.committed_offsets([idle])[idle][TP(topic, 0)] == 2  # nothing was written, not even `idle`
+        # Without the describe first (a caller that checked already): the broker refuses the busy group's write
+        # with the commit itself, by name, and only that one.
+        with pytest.raises(GroupGotMembers) as got:
+            admin_a.alter_group_offsets({idle: {TP(topic, 0): 7}, busy: {TP(topic, 0): 9}}, require_inactive=False)
+        assert list(got.value.groups) == [busy] and busy in str(got.value) and "nothing was written" in str(got.value)
+        assert admin_a.committed_offsets([idle, busy]) == {idle: {TP(topic, 0): 7, TP(topic, 1): 2},
+                                                           busy: {TP(topic, 0): 2, TP(topic, 1): 2}}
     result = admin_a.alter_group_offsets({idle: {TP(topic, 0): 9, TP(topic, 1): 4}})
     assert result == {idle: {TP(topic, 0): "OK", TP(topic, 1): "OK"}}
 

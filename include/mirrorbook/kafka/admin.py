@@ -57,6 +57,24 @@ class GroupActive(KafkaAdminError):
         self.groups = groups
 
 
+class GroupGotMembers(KafkaAdminError):
+    """The group coordinator refused a write to groups that have members now (checked idle before)."""
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        names = ", ".join(f"{g} ({err})" for g, err in sorted(refused.items()))
+        super().__init__(f"Refusing to write offsets: the broker refused them for consumer group(s) that have members "
+                         f"now: {names}; nothing was written to those groups",
+                         "stop those consumers (the group must be EMPTY or absent), then re-run")
+        self.groups = refused
+
+
+# What a group coordinator answers a commit from outside the group (generation -1, no member id) while the group
+# has members (classic and KIP-848 groups alike). Kafka decides it with the commit itself, atomically: a write
+# needs no describe of its own first, and no consumer can join between a check and the write.
+GROUP_HAS_MEMBERS = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS",
+                               "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH"})
+
+
 class GroupInfo(BaseModel):
     group: str
     state: str  # STABLE, EMPTY, PREPARING_REBALANCE, ..., DEAD; UNKNOWN_ABSENT when the group does not exist
@@ -383,7 +401,9 @@ class KafkaAdmin:
 
     def alter_group_offsets(self, offsets: Mapping[str, Mapping[TP, int]],
                             require_inactive: bool = True) -> dict[str, dict[TP, str]]:
-        """Write committed offsets. Refuses (before writing anything) groups that are not EMPTY/absent.
+        """Write committed offsets. Refuses (before writing anything) groups that are not EMPTY/absent: with
+        `require_inactive`, by describing them all first; without, as the broker refuses each group's write
+        (`GroupGotMembers`, raised once every write is answered) — a caller that checked them already.
 
         Returns group → partition → "OK" or the broker's error for that partition.
         """
@@ -401,10 +421,22 @@ class KafkaAdmin:
                                                        for tp, off in sorted(tps.items())])
                 futures.update(self.client.alter_consumer_group_offsets([req], request_timeout=self.timeout))
             out: dict[str, dict[TP, str]] = {}
+            refused: dict[str, str] = {}
             for g, fut in futures.items():
-                res = fut.result()
+                try:
+                    res = fut.result()
+                except KafkaException as exc:
+                    if exc.args[0].name() not in GROUP_HAS_MEMBERS:
+                        raise
+                    refused[g] = exc.args[0].name()
+                    continue
                 out[g] = {TP(tp.topic, tp.partition): (tp.error.str() if tp.error else "OK")
                           for tp in res.topic_partitions}
+                errors = {tp.error.name() for tp in res.topic_partitions if tp.error}
+                if errors & GROUP_HAS_MEMBERS:
+                    refused[g] = ", ".join(sorted(errors))
+            if refused:
+                raise GroupGotMembers(refused)
             return out
 
         return self._retrying(attempt, "alter consumer group offsets")

@@ -16,6 +16,7 @@ this module reads it through `AuditStore.head()`/`hash_at()` and reaches Kafka t
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -94,14 +95,19 @@ def compare(anchor: Anchor | None, head_seq: int, hash_at_anchor: str | None) ->
 
 def _on_each(clients: Clients, aliases: Iterable[str], do: Callable[[str], str], *, unreachable: str,
              failed: str) -> dict[str, str]:
-    """`do` on every reachable cluster, each one's outcome in words: a cluster down or failing is said, not fatal."""
-    said: dict[str, str] = {}
-    for alias in sorted(set(aliases)):
+    """`do` on every reachable cluster, each one's outcome in words: a cluster down or failing is said, not fatal.
+    The clusters side by side: the lock of a failover waits for its anchors (a round trip or three each)."""
+    def one(alias: str) -> str:
         try:
-            said[alias] = do(alias) if clients.admin(alias).ping(timeout_s=PING_S) else unreachable
+            return do(alias) if clients.admin(alias).ping(timeout_s=PING_S) else unreachable
         except (KafkaException, MirrorbookError) as exc:
-            said[alias] = f"{failed}: {cut(str(exc))}"
-    return said
+            return f"{failed}: {cut(str(exc))}"
+
+    names = sorted(set(aliases))
+    if len(names) <= 1:
+        return {alias: one(alias) for alias in names}
+    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="anchor") as pool:
+        return dict(zip(names, pool.map(one, names)))
 
 
 def _produce(clients: Clients, alias: str, anchor: Anchor) -> str:

@@ -25,7 +25,6 @@ from mirrorbook.topology import FlowSpec, Topology
 
 if TYPE_CHECKING:
     from mirrorbook.connections import Lookup
-    from mirrorbook.replication import ReplicationBackend
 
 log = get_logger(__name__)
 
@@ -164,12 +163,6 @@ class Clients:
     def per_pass(self) -> Clients:
         """These clients for one pass over many flows; see `PassClients`."""
         return PassClients(self)
-
-    def replication(self, flow: FlowSpec) -> "ReplicationBackend":
-        """The backend replicating `flow`: runbooks reach replication only through it."""
-        from mirrorbook.replication import backend_for
-
-        return backend_for(self, flow)
 
 
 class PassClients(Clients):

@@ -23,6 +23,7 @@ from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.workload import produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
+from mirrorbook.replication import backend_for
 from mirrorbook.reports.drill_report import DrillSummary, render_html
 from mirrorbook.core.engine import RunInfo, Runbook
 from mirrorbook.runbooks.rpo import rpo_lower_bound
@@ -57,7 +58,7 @@ def _green(scratch: ScratchFlow, audit: AuditStore, timeout_s: float = 60.0) -> 
 
 
 def _replicated(topology: Any, flow: str, topic: str) -> dict[int, int]:
-    offsets = Clients(TopologyResolver(topology)).replication(topology.flow(flow)).replicated_offsets()
+    offsets = backend_for(Clients(TopologyResolver(topology)), topology.flow(flow)).replicated_offsets()
     return {tp.partition: o for tp, o in offsets.items() if tp.topic == topic}
 
 

@@ -22,7 +22,7 @@ from mirrorbook.connect.wait import WaitTimeout
 from mirrorbook.devstack.workload import produce
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
-from mirrorbook.replication import BACKENDS, ReplicationBackend, all_status
+from mirrorbook.replication import BACKENDS, ReplicationBackend, all_status, backend_for
 from mirrorbook.replication.expect import ConnectorOffsetsAre, ConnectorState
 from mirrorbook.core.engine import GateRefused, RunInfo, Runbook
 from tests.conftest import TEST_MM2
@@ -53,7 +53,7 @@ def subject(request, devstack, admin_a, admin_b) -> Iterator[Subject]:
     flow = topology.flow(f"{alias}->B")
     assert flow.backend == request.param
     clients = Clients(TopologyResolver(topology))
-    backend = clients.replication(flow)
+    backend = backend_for(clients, flow)
     assert isinstance(backend, ReplicationBackend) and backend.kind == request.param
     wait_mirrored(admin_a, admin_b, topic, f"{alias}.{topic}")
     yield Subject(backend, clients, topic, admin_a, admin_b, f"{alias}.{topic}")
@@ -69,7 +69,7 @@ def writing_groups(request, devstack) -> Iterator[ReplicationBackend]:
     topology = devstack.alias_flow(alias, topics=f"nothing-{alias}",
                                    mm2=TEST_MM2.model_copy(update={"sync_group_offsets": True}))
     flow = topology.flow(f"{alias}->B")
-    yield Clients(TopologyResolver(topology)).replication(flow)
+    yield backend_for(Clients(TopologyResolver(topology)), flow)
     devstack.remove_flow(flow)
 
 

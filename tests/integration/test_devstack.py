@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirrorbook.devstack.config import StackSettings
-from mirrorbook.devstack.errors import MavenUnreachable, PortInUse, ProcessDied, ToolMissing
+from mirrorbook.devstack.errors import PortInUse, ProcessDied, ToolMissing
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -153,19 +153,19 @@ def test_missing_java_names_the_install_command(tmp_path: Path, monkeypatch):
 
 
 def test_missing_maven_names_the_install_command(tmp_path: Path, monkeypatch):
-    from mirrorbook.devstack import artifacts
+    from mirrorbook import maven
 
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ToolMissing) as err:
-        artifacts.resolve(["org.example:nothing:1"], "x", root=tmp_path / "cache")
+    with pytest.raises(maven.MavenMissing) as err:
+        maven.resolve(["org.example:nothing:1"], "x", root=tmp_path / "cache")
     assert "apt-get install -y maven" in str(err.value)
 
 
 def test_unreachable_maven_central_is_named(tmp_path: Path, monkeypatch):
-    from mirrorbook.devstack import artifacts
+    from mirrorbook import maven
 
     monkeypatch.setenv("MIRRORBOOK_MAVEN_REPO", "http://127.0.0.1:9/maven2")
     monkeypatch.setenv("MIRRORBOOK_MAVEN_LOCAL_REPO", str(tmp_path / "m2"))
-    with pytest.raises(MavenUnreachable) as err:
-        artifacts.resolve(["org.apache.kafka:kafka-clients:4.3.1"], "kc", root=tmp_path / "cache")
+    with pytest.raises(maven.MavenUnreachable) as err:
+        maven.resolve(["org.apache.kafka:kafka-clients:4.3.1"], "kc", root=tmp_path / "cache")
     assert "unreachable" in str(err.value) and "MIRRORBOOK_MAVEN_REPO" in str(err.value)

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from mirrorbook.devstack import artifacts, versions
+from mirrorbook import maven
+from mirrorbook.maven import versions
 from mirrorbook.parity import collector, schemas, submit
 
 pytestmark = pytest.mark.spark
@@ -79,12 +80,12 @@ def test_record_parity_command_line(tmp_path: Path):
 
 
 def test_exclusions_reach_the_generated_pom():
-    pom = artifacts._pom(versions.spark_kafka_coordinates(), versions.spark_kafka_exclusions())
+    pom = maven._pom(versions.spark_kafka_coordinates(), versions.spark_kafka_exclusions())
     dep = pom.split("<artifactId>spark-sql-kafka-0-10_2.13</artifactId>")[1].split("</dependency>")[0]
     assert "<artifactId>spark-token-provider-kafka-0-10_2.13</artifactId>" in dep
     assert ("<artifactId>spark-token-provider-kafka-0-10_2.13</artifactId>"
             f"<version>{versions.SPARK_TOKEN_PROVIDER_VERSION}</version>") in pom
-    assert "<exclusions>" not in artifacts._pom(["g:a:1"])
+    assert "<exclusions>" not in maven._pom(["g:a:1"])
 
 
 def test_bad_snapshot_rows_fail_before_any_spark_job():

@@ -113,14 +113,12 @@ def test_over_spark_connect_the_server_reads_nothing_from_this_disk(spark_connec
                                                                      tmp_path: Path):
     """Each snapshot file is deleted as soon as its DataFrame is built, before any job runs on the server:
     the proof still completes, so the server never needed a path of this machine."""
-    import sys
-
     from mirrorbook.parity import connect
 
     snap = collector.collect_group_snapshot(tmp_path / "snap", scene.expected(["g-precise", "g-mm2"]), {"B": admin_b})
     spec = _job(snap, tmp_path / "out")
     app = connect.load_app(spec.application)
-    common = sys.modules[connect.COMMON]
+    common = connect.load_common(Path(spec.application).parent)
 
     class Vanishing(common.Arrow):
         def frame(self, spark, path):

@@ -1,5 +1,5 @@
 """record_parity.py reading the devstack's topics through Spark's Kafka source (the spark-sql-kafka 4.2.0 jar
-set resolved by artifacts.spark_kafka_libs, on pyspark 4.3.0), on the session's Spark Connect server and by a
+set resolved by maven.spark_kafka_libs, on pyspark 4.3.0), on the session's Spark Connect server and by a
 real spark-submit (local[2]) through a parity URI.
 
 Records + boundaries on the clean mirror (pass); records + boundaries with tampered partitions on B (fail,

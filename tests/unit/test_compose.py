@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from mirrorbook.devstack import config, spark, stack, versions
+from mirrorbook.devstack import config, spark, stack
+from mirrorbook.maven import versions
 from mirrorbook.topology import FlowSpec, Topology, load_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -340,7 +341,7 @@ def test_spark_connect_has_the_devstack_kafka_jars(services, compose):
     assert sorted(j.name for j in jars) == sorted(f"{a}-{v}.jar" for _, a, v in
                                                   (c.split(":") for c in versions.spark_kafka_coordinates()))
     # ... in a volume that the one-shot service fills from the Airflow image's cache, which the devstack's
-    # own resolver (artifacts.spark_kafka_libs) filled at build time, before the server starts.
+    # own resolver (maven.spark_kafka_libs) filled at build time, before the server starts.
     volume = named_volumes(service)[str(jars[0].parent)]
     assert {j.parent for j in jars} == {jars[0].parent} and volume in compose["volumes"]
     assert any(str(v).endswith(":ro") for v in service["volumes"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyspark
 
 import mirrorbook
-from mirrorbook.devstack import versions
+from mirrorbook.maven import versions
 
 
 def test_pyspark_is_the_pinned_release_not_the_connect_client_copy():

@@ -8,7 +8,7 @@ import time
 from typing import Any, get_args
 
 from mirrorbook.booleans import parse_bool
-from mirrorbook.devstack import versions
+from mirrorbook.maven import versions
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.mm2.internal_topics import OffsetSyncsLocation
@@ -229,8 +229,9 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from mirrorbook.devstack import artifacts
+    from mirrorbook.maven import spark_kafka_libs
 
     print(f"kafka {versions.KAFKA_VERSION}: {artifacts.kafka_libs()}")
     if args.spark:
-        print(f"spark-sql-kafka {versions.SPARK_KAFKA_VERSION}: {artifacts.spark_kafka_libs()}")
+        print(f"spark-sql-kafka {versions.SPARK_KAFKA_VERSION}: {spark_kafka_libs()}")
     return 0

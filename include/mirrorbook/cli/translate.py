@@ -16,6 +16,7 @@ from mirrorbook.mm2.internal_topics import OffsetSyncsLocation, read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import PartitionTranslation, PreciseReport, translate_precise
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.replication import backend_for
 from mirrorbook.topology import FlowSpec, load_topology
 
 PING_TIMEOUT_S = 5.0  # the source is read only if it answers within this
@@ -68,7 +69,7 @@ def _precise(clients: Clients, flow: FlowSpec, groups: str, policy: ReplicationP
 def syncs_location(clients: Clients, flow: FlowSpec, override: OffsetSyncsLocation | None = None
                    ) -> OffsetSyncsLocation:
     """`override` (the flag), else where the flow's replication backend keeps its offset-syncs."""
-    return override or clients.replication(flow).offset_mapping().offset_syncs_location
+    return override or backend_for(clients, flow).offset_mapping().offset_syncs_location
 
 
 def _unreadable(clients: Clients, alias: str) -> str | None:

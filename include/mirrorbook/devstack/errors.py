@@ -21,10 +21,6 @@ class ProcessDied(DevstackError):
     pass
 
 
-class MavenUnreachable(DevstackError):
-    pass
-
-
 class StackNotRunning(DevstackError):
     pass
 

@@ -1,16 +1,9 @@
-"""Default per-user locations: the jar cache and the run dir."""
+"""Default per-user locations: the run dir (the jar cache's is `mirrorbook.maven.cache_dir`)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-
-
-def cache_dir() -> Path:
-    if os.environ.get("MIRRORBOOK_CACHE"):
-        return Path(os.environ["MIRRORBOOK_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mirrorbook"
 
 
 def default_run_dir() -> Path:

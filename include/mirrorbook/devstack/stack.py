@@ -22,13 +22,14 @@ from mirrorbook.connect import ConnectClient, ConnectError, ConnectSettings
 from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.retry import NO_RETRY
 from mirrorbook.connect.wait import WaitTimeout, wait_for
-from mirrorbook.devstack import artifacts, config, ports, spark, versions
+from mirrorbook.devstack import artifacts, config, ports, spark
 from mirrorbook.devstack import security as devsec
 from mirrorbook.devstack.errors import DevstackError, ProcessDied, ReadinessTimeout, StackNotRunning
 from mirrorbook.devstack.paths import default_run_dir
 from mirrorbook.devstack.processes import ProcessRecord, died_error, run_java, start_java
 from mirrorbook.devstack.spark import SparkConnectState
 from mirrorbook.devstack.tools import find_java
+from mirrorbook.maven import versions
 from mirrorbook.redaction import get_logger
 from mirrorbook.topology import ConnectClusterSpec, FlowSpec, KafkaClusterSpec, Topology
 

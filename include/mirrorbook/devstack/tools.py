@@ -1,4 +1,5 @@
-"""Finding the JVM tools the stack needs, with the exact install command when one is missing."""
+"""Finding the JVM the stack needs, with the exact install command when it is missing (`mvn`: see
+`mirrorbook.maven`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 from mirrorbook.devstack.errors import ToolMissing
 
 JAVA_INSTALL = "sudo apt-get install -y openjdk-17-jre-headless   (or set JAVA_HOME to a JDK/JRE 17+)"
-MAVEN_INSTALL = "sudo apt-get install -y maven"
 
 
 def find_java() -> str:
@@ -23,12 +23,4 @@ def find_java() -> str:
         raise ToolMissing("Java 17+ is required to run the Kafka brokers and Connect workers, "
                           "but no `java` was found (JAVA_HOME unset or invalid, none on PATH).",
                           JAVA_INSTALL)
-    return found
-
-
-def find_maven() -> str:
-    found = shutil.which("mvn")
-    if not found:
-        raise ToolMissing("Maven (`mvn`) is required to fetch Kafka's jars from Maven Central, "
-                          "but none is on PATH.", MAVEN_INSTALL)
     return found

@@ -6,6 +6,7 @@
 - `submit`    builds the spark-submit of spark_apps/group_parity.py or record_parity.py (for the master it
               runs on), runs it locally and returns the verdict (`ParitySummary`)
 - `staging`   a spark-submit to a cluster: its files through MIRRORBOOK_PARITY_URI, read back here
+- `engine`    where a run's proofs run (Spark Connect, spark-submit, this worker), chosen from plain values
 - `connect`   the same apps run as a Spark Connect client, snapshots sent as Arrow tables
 - `local`     the group-offset classification in one process (pyarrow), for small checks and
               as the reference the Spark app is tested against

@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from contextlib import contextmanager
+import threading
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterator
@@ -41,25 +42,57 @@ def client_mode() -> Iterator[None]:
                 os.environ[key] = value
 
 
+def load_common(apps: str | Path) -> ModuleType:
+    """The apps' shared plumbing, `parity_common.py` of the apps directory `apps`."""
+    return _load(COMMON, Path(apps) / f"{COMMON}.py")
+
+
 def load_app(application: str | Path) -> ModuleType:
-    """Import an app file (and the parity_common beside it, under the name the app imports it by)."""
+    """The app file `application` as a module, its `import parity_common` answered by `load_common`."""
     path = Path(application)
-    if COMMON not in sys.modules:
-        _load(COMMON, path.parent / f"{COMMON}.py")
-    return _load(f"mirrorbook_spark_app_{path.stem}", path)
+    return _load(path.stem, path, _imported_as(COMMON, load_common(path.parent)))
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SparkJobError(f"cannot import the parity app {path}",
-                            "reinstall mirrorbook from its wheel (the apps ship in it as mirrorbook/spark_apps)")
-    module = importlib.util.module_from_spec(spec)
+# Each app file's module, executed once per process and kept here rather than in sys.modules: the apps are
+# standalone files, not modules of mirrorbook (`mirrorbook.spark_apps` is importable from a wheel, not from a
+# checkout run through PYTHONPATH, and the apps import `parity_common` top-level in any case), so a name of ours
+# for them in sys.modules would be one no import could mean. Nothing needs them there: they define no
+# dataclasses and no Python UDFs (which would look their module up by name).
+_loaded: dict[Path, ModuleType] = {}
+_lock = threading.Lock()
+
+
+def _load(name: str, path: Path, running: AbstractContextManager[Any] = nullcontext()) -> ModuleType:
+    """The module of `path`, named `name`, its body run (once) inside `running`."""
+    with _lock:
+        key = path.resolve()
+        if key not in _loaded:
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise SparkJobError(f"cannot import the parity app {path}",
+                                    "reinstall mirrorbook from its wheel (the apps ship in it as "
+                                    "mirrorbook/spark_apps)")
+            module = importlib.util.module_from_spec(spec)
+            with running:
+                spec.loader.exec_module(module)
+            _loaded[key] = module
+        return _loaded[key]
+
+
+@contextmanager
+def _imported_as(name: str, module: ModuleType) -> Iterator[None]:
+    """`import name` gives `module` meanwhile. The apps import their plumbing by the top-level name
+    spark-submit's --py-files gives it, and only sys.modules answers that without the apps' directory on
+    sys.path for every later import of the process; what the name held before is put back right after."""
+    before = sys.modules.get(name)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before
 
 
 def session(url: str) -> Any:
@@ -92,7 +125,7 @@ def warm(url: str) -> float:
 def run(spec: SparkSubmitSpec, url: str) -> ParitySummary:
     """Run the job of `spec` (the same arguments spark-submit would get) on the server at `url`."""
     app = load_app(spec.application)
-    common = sys.modules[COMMON]
+    common = load_common(Path(spec.application).parent)
     args = app.parse_args(spec.application_args)
     spec.output_dir.mkdir(parents=True, exist_ok=True)
     spec.summary_path.unlink(missing_ok=True)  # a stale summary must never pass for this run's verdict

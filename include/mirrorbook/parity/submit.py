@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from mirrorbook.errors import MirrorbookError, Verdict
+from mirrorbook.maven import spark_kafka_libs
 from mirrorbook.parity.collector import GroupSnapshot, RecordSnapshot
 
 DEFAULT_MASTER = "local[*]"
@@ -158,9 +159,7 @@ def group_parity_job(snapshot: GroupSnapshot, out_dir: str | Path, *, max_reread
 
 def spark_kafka_jars() -> list[str]:
     """Spark's Kafka source and its runtime deps from the Maven cache (fetched once)."""
-    from mirrorbook.devstack import artifacts
-
-    return sorted(str(p) for p in artifacts.spark_kafka_libs().glob("*.jar"))
+    return sorted(str(p) for p in spark_kafka_libs().glob("*.jar"))
 
 
 def record_parity_job(source_bootstrap: str, target_bootstrap: str, out_dir: str | Path, *,

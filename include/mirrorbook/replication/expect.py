@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mirrorbook.core.expect import Expectation
 from mirrorbook.bounds import shown
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.replication import backend_for
 
 if TYPE_CHECKING:
     from mirrorbook.clients import Clients
@@ -37,7 +38,7 @@ class ConnectorState(Expectation):
 
     def check(self, clients: "Clients", flow: "FlowSpec | None") -> tuple[bool, str]:
         flow, role = _part(flow, self.connector)
-        status = clients.replication(flow).part_states()[role]
+        status = backend_for(clients, flow).part_states()[role]
         now = status.connector.state if status is not None else "absent"
         return now == self.state, f"{self.connector} is {now} (intended {self.state})"
 
@@ -51,7 +52,7 @@ class ConnectorOffsetsAre(Expectation):
 
     def check(self, clients: "Clients", flow: "FlowSpec | None") -> tuple[bool, str]:
         flow, role = _part(flow, self.connector)
-        now = clients.replication(flow).own_offsets(role).by_partition()
+        now = backend_for(clients, flow).own_offsets(role).by_partition()
         differ = sorted(k for k in set(now) | set(self.offsets) if now.get(k) != self.offsets.get(k))
         return not differ, (f"offsets of {self.connector} are as intended" if not differ else
                             f"offsets of {self.connector} differ at {len(differ)} partition(s), e.g. {differ[:3]}")

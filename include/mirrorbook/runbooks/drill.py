@@ -40,6 +40,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2 import Translation
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.mm2.policy import ReplicationPolicy
+from mirrorbook.replication import backend_for
 from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBeforeCutover, LagPoint,
                                              PartitionOutcome, StepTiming, write_report)
 from mirrorbook.runbooks import failover, move as moves, move_report
@@ -179,7 +180,7 @@ class Sampler:
         return sum(max(0, src[tp] - dst.get(self.remote[tp], 0)) for tp in self.tps)
 
     def sample(self) -> tuple[int, FlowStatus]:
-        status = self.clients.replication(self.flow).status()
+        status = backend_for(self.clients, self.flow).status()
         backlog = self.backlog()
         self.rb.audit.record_metrics(self.flow.name, _now(), {**status.metrics(), "source": DRILL_SOURCE,
                                                               "run_id": self.rb.info.run_id, "canary_backlog": backlog})
@@ -196,7 +197,7 @@ def _lag_before(backlog: int, status: FlowStatus) -> LagBeforeCutover:
 
 def unreplicated(clients: Clients, flow: FlowSpec, topics: list[str]) -> list[str]:
     """Canary topics the flow's `topics`/`topics.exclude` settings would not replicate."""
-    include, exclude = clients.replication(flow).replicated_topics_filter()
+    include, exclude = backend_for(clients, flow).replicated_topics_filter()
     try:
         inc = re.compile("|".join(p.strip() for p in include.split(",") if p.strip()) or "(?!)")
         exc = re.compile("|".join(p.strip() for p in exclude.split(",") if p.strip()) or "(?!)")
@@ -218,7 +219,7 @@ def run_canary(rb: Runbook, clients: Clients, topology: Topology, params: DrillP
             raise GateRefused(f"Flow {flow.name} does not replicate the canary topic(s) {', '.join(missing)} "
                               "(its source connector's topics/topics.exclude)",
                               "add them to the flow's `topics`, or pick a `topic_prefix` it replicates")
-        before = clients.replication(flow).status()
+        before = backend_for(clients, flow).status()
         admin = clients.admin(flow.source)
         step.observe({"flow_state": before.state.value, "topics": topics, "groups": groups})
         missing = sorted(set(topics) - set(admin.topics()))

@@ -35,6 +35,7 @@ from mirrorbook.mm2.internal_topics import read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Rec, read_partitions, translate_precise
 from mirrorbook.mm2.records import OffsetSync
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import rpo
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import Move
@@ -88,7 +89,7 @@ def back_rows(clients: Clients, original: FlowSpec, back: dict[str, dict[TP, int
     if not back:
         return []
     policy = ReplicationPolicy.for_flow(original)
-    location = clients.replication(original).offset_mapping().offset_syncs_location
+    location = backend_for(clients, original).offset_mapping().offset_syncs_location
     syncs = read_offset_syncs(clients.kafka_config(original.source if location == "source" else original.target),
                               original.source, original.target, location=location, policy=policy)
     from_admin = clients.admin(original.target)
@@ -170,7 +171,7 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     rows = back_rows(clients, original, back, params.translation, to_admin)
     if forward:
         policy = ReplicationPolicy.for_flow(via)
-        location = clients.replication(via).offset_mapping().offset_syncs_location
+        location = backend_for(clients, via).offset_mapping().offset_syncs_location
         report = translate_precise(clients.kafka_config(via.source), clients.kafka_config(via.target), via.source,
                                    via.target, move.regex, policy=policy, committed=forward,
                                    offset_syncs_location=location)
@@ -211,7 +212,7 @@ def divergence(clients: Clients, original: FlowSpec) -> dict[str, Any]:
     topics and mirrorbook's audit anchors keep being written on the source (a Connect worker there writes
     its status as it comes back) without anyone having missed them; they are listed apart, under `internal`."""
     policy = ReplicationPolicy.for_flow(original)
-    replicated = clients.replication(original).replicated_offsets()
+    replicated = backend_for(clients, original).replicated_offsets()
     admin = clients.admin(original.source)
     existing = admin.topics()
     tps = [tp for tp in replicated if tp.partition < existing.get(tp.topic, 0)]

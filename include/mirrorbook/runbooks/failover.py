@@ -12,6 +12,7 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import translate_precise
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import readiness, unplanned
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import Move
@@ -83,7 +84,7 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
         rows = earliest_rows(table.keys(), wanted(committed), target_admin) if pairs > len(proved.wanted) else []
         notes += proved.notes(flow.target)
     else:
-        mapping = clients.replication(flow).offset_mapping()
+        mapping = backend_for(clients, flow).offset_mapping()
         wait_s = 2 * mapping.checkpoint_interval_s + 5
         stale = wait_checkpoints(clients, flow, committed, timeout_s=wait_s)
         if stale:

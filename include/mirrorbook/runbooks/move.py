@@ -27,6 +27,7 @@ from mirrorbook.mm2.counts import total
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
 from mirrorbook.core.engine import GateRefused, Mutation, Runbook, StepOutcome
@@ -213,7 +214,7 @@ def settled_status(clients: Clients, flow: FlowSpec, with_lag: bool, wait_s: flo
     when topics appear) up to `wait_s` to come back before judging."""
     deadline = time.monotonic() + wait_s
     while True:
-        status = clients.replication(flow).status(with_lag=with_lag)
+        status = backend_for(clients, flow).status(with_lag=with_lag)
         refused = status.unreadable is not None and status.unreadable.refused  # asking again cannot help
         if status.detailed_state.source_task_running or refused or time.monotonic() >= deadline:
             return status
@@ -369,7 +370,7 @@ def stop_flow(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -> list
     could overwrite the groups' offsets on the target, and (planned) the source part, which replicates — the rest
     is confirmed by `confirm_stopped`, off the RTO. (Unplanned, the source is gone, and parts reading it can take a
     minute to stop.)"""
-    backend = clients.replication(flow)
+    backend = backend_for(clients, flow)
     # Read before the stops are requested: Connect answers a connector's config after its herder has handled the
     # requests before it (asked right after three stops, it took 2.6 s of a thousand groups' cutover).
     writers = backend.group_writers()
@@ -394,7 +395,7 @@ def confirm_stopped(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -
             step.note(reason="dry run: nothing was stopped")
             return step.outcome
         try:
-            step.settle(clients.replication(flow).wait_state("STOPPED", timeout_s=CONFIRM_STOPPED_S))
+            step.settle(backend_for(clients, flow).wait_state("STOPPED", timeout_s=CONFIRM_STOPPED_S))
         except MirrorbookError as exc:
             step.note(still_stopping=cut(str(exc), 2_000))
             rb.progress_set("still_stopping", cut(str(exc), 2_000))
@@ -402,4 +403,4 @@ def confirm_stopped(rb: Runbook, clients: Clients, move: Move, flow: FlowSpec) -
 
 
 def start_flow(rb: Runbook, clients: Clients, flow: FlowSpec) -> list[StepOutcome]:
-    return clients.replication(flow).set_state(rb, "RUNNING")
+    return backend_for(clients, flow).set_state(rb, "RUNNING")

@@ -44,6 +44,7 @@ from mirrorbook.mm2.internal_topics import read_checkpoints, read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import BOTH_EMPTY, END_RULES, Marks, PartitionTranslation, Item, translate_items
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlanTable, rows_from_precise
 from mirrorbook.topology import FlowSpec
 
@@ -257,7 +258,7 @@ def _prove(clients: Clients, flow: FlowSpec, todo: dict[Key, tuple[TP, int]], so
     """Precise translation of `todo`, partition by partition. MM2's checkpoints matter only to a row not proven
     (its fallback): they are read, and those rows placed again with them, only when there are such rows."""
     policy = ReplicationPolicy.for_flow(flow)
-    mapping = clients.replication(flow).offset_mapping()
+    mapping = backend_for(clients, flow).offset_mapping()
     source, target = clients.kafka_config(flow.source), clients.kafka_config(flow.target)
     syncs = read_offset_syncs(source if mapping.offset_syncs_location == "source" else target, flow.source,
                               flow.target, location=mapping.offset_syncs_location, policy=policy)

@@ -36,6 +36,7 @@ from mirrorbook.core.engine import Runbook
 from mirrorbook.mm2.internal_topics import read_checkpoints
 from mirrorbook.mm2.lag import shows_gaps
 from mirrorbook.mm2.loss import unreplicated_at_least
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.rpo_sampler import FlowSample
 from mirrorbook.runbooks.user_topics import record_kind
@@ -60,7 +61,7 @@ def at_failover(clients: Clients, flow: FlowSpec) -> dict[str, AtFailover]:
     """Per user source partition MM2 replicates: Connect's replicated offset and the target partition's end
     (both readable with the source down)."""
     policy = ReplicationPolicy.for_flow(flow)
-    replicated = {tp: o for tp, o in clients.replication(flow).replicated_offsets().items()
+    replicated = {tp: o for tp, o in backend_for(clients, flow).replicated_offsets().items()
                   if record_kind(policy, tp.topic) is None}
     target = clients.admin(flow.target)
     on_target = target.topics()
@@ -292,7 +293,7 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
     `offset.flush.interval.ms`: a failover started later than that after the source died sees them complete.
     """
     policy = ReplicationPolicy.for_flow(flow)
-    replicated = clients.replication(flow).replicated_offsets()
+    replicated = backend_for(clients, flow).replicated_offsets()
     now = datetime.now(timezone.utc)
     health = next((m for m in audit.metrics(flow.name, limit=SAMPLE_LOOKBACK) if m.metrics.get("partitions")), None)
     kept = audit.replication_sample(flow.name)

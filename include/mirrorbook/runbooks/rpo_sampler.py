@@ -41,6 +41,7 @@ from mirrorbook.mm2.flows import PartitionLag, lag_rows
 from mirrorbook.mm2.lag import count_lag, shows_gaps
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.redaction import get_logger
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.params import FlowsSelection
 from mirrorbook.runbooks.user_topics import record_kind
 from mirrorbook.topology import FlowSpec
@@ -177,7 +178,7 @@ class Sampler:
         """Connect's replicated offsets now — or, when Connect does not answer, the last ones read (the sample's
         lag then starts a little early; the bound it gives stays a lower bound)."""
         try:
-            offsets = await self.clients.replication(flow).areplicated_offsets()
+            offsets = await backend_for(self.clients, flow).areplicated_offsets()
             self._last_replicated[flow.name] = (offsets, _now())
         except Exception as exc:
             log.warning("RPO sampler: offsets of %s unreadable: %s", flow.name, exc)

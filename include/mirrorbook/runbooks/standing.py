@@ -22,6 +22,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError, ConnectRefusal
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.redaction import get_logger
+from mirrorbook.replication import backend_for
 from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
 from mirrorbook.core.changes import Changes, RoleOf, change, connector_of
 from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
@@ -176,7 +177,7 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
     last known."""
     place = f"Connect cluster {cut(flow.connect_cluster)}"
     try:
-        backend = clients.replication(flow)
+        backend = backend_for(clients, flow)
         place = backend.place
         statuses = backend.part_states(deadline_s=deadline_s)
         return FlowNow(flow=flow.name, place=place, read_at=datetime.now(timezone.utc),

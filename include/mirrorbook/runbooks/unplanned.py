@@ -34,6 +34,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.precise import Marks, sync_position
 from mirrorbook.mm2.records import Checkpoint
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlanRow
 from mirrorbook.topology import FlowSpec
 
@@ -83,7 +84,7 @@ def survivors(clients: Clients, audit: AuditStore, flow: FlowSpec, regex: str) -
     if positions:
         notes.append(f"{len(positions)} readiness position(s), last confirmed "
                      + (f"at {confirmed.isoformat()}" if confirmed else "at an unknown time"))
-    mapping = clients.replication(flow).offset_mapping()
+    mapping = backend_for(clients, flow).offset_mapping()
     syncs = None
     if mapping.offset_syncs_location == "target":
         found = read_offset_syncs(target, flow.source, flow.target, location="target", policy=policy)

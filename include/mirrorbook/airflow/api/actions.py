@@ -18,6 +18,7 @@ from mirrorbook.airflow.api.models import Caller
 from mirrorbook.audit import AuditStore
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorOffsets
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import lock
 from mirrorbook.runbooks.connectors import ACTION_TARGET
 from mirrorbook.core.engine import GateRefused, RunInfo, Runbook, StepOutcome
@@ -53,7 +54,7 @@ def set_state(clients: Clients, flow: FlowSpec, action: StateAction, caller: Cal
     """Pause or resume all three connectors of the flow; connectors already there are left alone."""
     rb = new_runbook(action, flow, caller, audit)
     with locked(rb, flow, clients):
-        outcomes = clients.replication(flow).set_state(rb, ACTION_TARGET[action], timeout_s=WAIT_TIMEOUT_S)
+        outcomes = backend_for(clients, flow).set_state(rb, ACTION_TARGET[action], timeout_s=WAIT_TIMEOUT_S)
     return rb, outcomes
 
 
@@ -65,7 +66,7 @@ def change_source_offsets(clients: Clients, flow: FlowSpec, action: OffsetsActio
     changes something (Connect would refuse the PATCH/DELETE the same way; we do not send it).
     """
     name = flow.connector("source")
-    backend = clients.replication(flow)
+    backend = backend_for(clients, flow)
     if backend.status(with_lag=False).connectors["source"].state != "STOPPED":
         raise NotStopped(not_stopped_message(name))
     rb = new_runbook(f"offsets.{action}", flow, caller, audit)

@@ -29,6 +29,7 @@ from mirrorbook.bounds import PARAM_LIMITS, InputTooLarge, cut, loads, unknown_k
 from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
 from mirrorbook.mm2.offsets import EXPECTED, InvalidOffsets, validate_offsets
+from mirrorbook.replication import backend_for
 from mirrorbook.topology import CONNECTOR_CLASSES, FlowSpec
 
 router = APIRouter()
@@ -86,7 +87,7 @@ async def resume(caller: FlowOperator, _: NoInput, flow: FlowDep, clients: Clien
 async def _set_state(action: actions.StateAction, caller: Caller, flow: FlowSpec, clients: Clients,
                      audit: AuditStore, base: str) -> FlowActionOut:
     rb, outcomes = await asyncio.to_thread(actions.set_state, clients, flow, action, caller, audit)
-    after = await clients.replication(flow).astatus(with_lag=False)
+    after = await backend_for(clients, flow).astatus(with_lag=False)
     by_role = {o.details["role"]: o for o in outcomes}  # the engine's order is the safe order, not ours to show
     changes = {cls: ConnectorChangeOut(connector=o.details["connector"], result=o.result, before=o.before,
                                        after=o.after)
@@ -99,7 +100,7 @@ async def _set_state(action: actions.StateAction, caller: Caller, flow: FlowSpec
 
 @router.get("/{source}/{target}/offsets", summary="The flow's MirrorSourceConnector offsets (KIP-875 body)")
 async def get_offsets(_: Reader, flow: FlowDep, clients: ClientsDep, base: BasePath) -> dict[str, Any]:
-    offsets = await asyncio.to_thread(clients.replication(flow).own_offsets, "source")
+    offsets = await asyncio.to_thread(backend_for(clients, flow).own_offsets, "source")
     return {**offsets.to_body(), "links": offsets_links(flow, base)}
 
 

@@ -18,7 +18,7 @@ from mirrorbook.airflow.api.models import OverviewOut
 from mirrorbook.airflow.api.redaction import public_bootstrap, public_config
 from mirrorbook.clients import Clients
 from mirrorbook.connect.models import ConnectorView
-from mirrorbook.replication import all_status
+from mirrorbook.replication import all_status, backend_for
 from mirrorbook.redaction import redact
 from mirrorbook.topology import CONNECTOR_CLASSES, Topology
 
@@ -39,7 +39,7 @@ def cluster_map(topo: Topology, clients: Clients) -> dict[str, str]:
 
 @router.get("/{source}/{target}", summary="One flow: state, connectors, replicated topics, lag, links")
 async def flow_detail(_: Reader, flow: FlowDep, clients: ClientsDep, base: BasePath) -> dict[str, Any]:
-    status = await clients.replication(flow).astatus(with_lag=True)
+    status = await backend_for(clients, flow).astatus(with_lag=True)
     return rebased(status.kip1144_detail(), base)
 
 
@@ -49,7 +49,7 @@ async def flow_connectors(_: Reader, flow: FlowDep, clients: ClientsDep,
                           expand: list[Expand] = Query(default=[])) -> Any:
     if not expand:
         return list(CONNECTOR_CLASSES.values())
-    return connectors_body(await clients.replication(flow).adescribe_parts(), set(expand))
+    return connectors_body(await backend_for(clients, flow).adescribe_parts(), set(expand))
 
 
 def connectors_body(views: dict[str, ConnectorView | None], expand: set[str]) -> dict[str, Any]:

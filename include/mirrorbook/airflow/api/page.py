@@ -23,7 +23,7 @@ from mirrorbook.airflow.api.links import PAGE_ROUTE, Endpoints, RunbookLink, run
 from mirrorbook.audit import AuditStore
 from mirrorbook.audit.models import MetricsSample
 from mirrorbook.bounds import cut
-from mirrorbook.replication import all_status
+from mirrorbook.replication import all_status, backend_for
 from mirrorbook.reports.html import environment
 
 router = APIRouter()
@@ -61,7 +61,7 @@ async def page(caller: Reader, clients: ClientsDep, audit: AuditDep, base: BaseP
             summary="One flow: state, connectors, lag per partition, freshness, runbooks, its audit events (HTML)")
 async def flow_page(caller: Reader, flow: FlowDep, clients: ClientsDep, audit: AuditDep,
                     base: BasePath) -> HTMLResponse:
-    status = await clients.replication(flow).astatus(with_lag=True)
+    status = await backend_for(clients, flow).astatus(with_lag=True)
 
     def from_audit() -> tuple[MetricsSample | None, list[RunbookLink], list[views.EventRow]]:
         sample, links = _flow_extras(audit, flow.name, flow, base)

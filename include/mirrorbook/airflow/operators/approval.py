@@ -24,6 +24,7 @@ from airflow.sdk.timezone import utcnow
 
 from mirrorbook.airflow.operators.base import RunbookTask, guarded, run_info
 from mirrorbook.connect.models import ConnectorOffsets
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import approval, move as moves
 from mirrorbook.runbooks.rpo import rpo_lower_bound
 from mirrorbook.runbooks.approval import APPROVE, REJECT, Answer, Request
@@ -118,7 +119,7 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
         topology, clients = self.hook.topology, self.hook.clients
         if hasattr(params, "action"):  # mm2_offsets
             flow = params.flow_spec
-            backend = clients.replication(flow)
+            backend = backend_for(clients, flow)
             current = backend.own_offsets(params.connector)
             snapshot = (ConnectorOffsets(offsets=rb.audit.snapshot(params.snapshot_id).payload.get("offsets", []))
                         if params.action == "restore" else None)

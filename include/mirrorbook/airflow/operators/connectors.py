@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.connectors import ACTION_TARGET
 from mirrorbook.runbooks.standing import set_state_rerun
 
@@ -29,7 +30,7 @@ class ConnectorStateOperator(MirrorbookBaseOperator):
         params = self.runbook_params(context)
         rb = self.runbook(context)
         flow = params.flow_spec
-        backend = self.hook.clients.replication(flow)
+        backend = backend_for(self.hook.clients, flow)
         target = ACTION_TARGET[params.action]
         self.guarded_run(rb, [flow], lambda: backend.set_state(rb, target, parts=params.connectors, wait=self.wait,
                                                                timeout_s=self.timeout),

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.offsets import list_offsets
 from mirrorbook.runbooks.parity import keep_connector_offsets
 from mirrorbook.runbooks.standing import offsets_rerun
@@ -25,7 +26,7 @@ class ConnectorOffsetsOperator(MirrorbookBaseOperator):
         params = self.runbook_params(context)
         rb = self.runbook(context)
         flow = params.flow_spec
-        backend = self.hook.clients.replication(flow)
+        backend = backend_for(self.hook.clients, flow)
         rerun = offsets_rerun(rb, flow, params.connector, params.action)
         if params.action == "list":
             out_dir = Path(self.artifacts_dir) if self.artifacts_dir else None

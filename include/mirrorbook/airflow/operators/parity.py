@@ -20,12 +20,10 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from mirrorbook.airflow.hooks.mirrorbook import MirrorbookHook
-from mirrorbook.bounds import shown
-from mirrorbook.errors import Refused
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.kafka.config import java_client_options
 from mirrorbook.parity import ParitySummary, SparkSubmitSpec, group_parity_job, record_parity_job, write_record_snapshot
-from mirrorbook.parity import connect, staging, submit
+from mirrorbook.parity import connect, engine, staging, submit
 from mirrorbook import settings
 from mirrorbook.runbooks import parity
 from mirrorbook.core.engine import Runbook
@@ -64,7 +62,7 @@ class WarmProofOperator(MirrorbookBaseOperator):
         params = self.runbook_params(context)
         if params.parity == "off" or getattr(params, "dry_run", False):
             return {"skipped": "no proof in this run"}
-        conn_id, _ = spark_connect_choice(params, self.hook.topology)
+        conn_id = connect_choice(params, self.hook.topology).conn_id
         url = spark_connect_url(conn_id)
         if url is None:
             return {"skipped": f"no {conn_id!r} connection: the proofs run by spark-submit"}
@@ -100,21 +98,20 @@ class WarmProofOperator(MirrorbookBaseOperator):
 
 
 class ParitySparkSubmitOperator(MirrorbookBaseOperator):
-    """Run one parity app and record its verdict.
+    """Run one parity app and record its verdict, where `mirrorbook.parity.engine` chooses (its table).
 
-    With a Spark Connect connection (`spark_connect_default`, or `MIRRORBOOK_SPARK_CONNECT_CONN_ID`) the
-    app's code runs in this task as a client of that server (`mirrorbook.parity.connect`): snapshots go
-    up as Arrow tables, results come back — no disk shared with the server, no JVM started here.
-    Otherwise, with a Spark connection (`spark_default`, or `MIRRORBOOK_SPARK_CONN_ID`) the job goes through the
-    Spark provider's `SparkSubmitHook`, configured through its public arguments only; what the
-    spark-submit process needs from this venv reaches it through `env_vars` (that subprocess's
-    environment), never through this worker's `os.environ`. Without the connection the job runs on this
-    worker with the venv's spark-submit and master local[*] (`mirrorbook.parity.submit.execute`).
-    The job is built for its master: local-only settings (LOCAL_CONF, the quick-start JVM flags, the
-    log4j2 file of this worker) only for a local one. With `MIRRORBOOK_PARITY_URI` set, a spark-submit's
-    snapshots, results and summary go through that URI (`mirrorbook.parity.staging`), so a cluster's
-    driver reads and writes nothing of this worker's disk; a non-local master without it is refused at
-    validate_params (`check_proof_engine`)."""
+    On a Spark Connect server the app's code runs in this task as a client of that server
+    (`mirrorbook.parity.connect`): snapshots go up as Arrow tables, results come back — no disk shared with
+    the server, no JVM started here. By spark-submit, with a Spark connection (`spark_default`, or
+    `MIRRORBOOK_SPARK_CONN_ID`) the job goes through the Spark provider's `SparkSubmitHook`, configured
+    through its public arguments only; what the spark-submit process needs from this venv reaches it through
+    `env_vars` (that subprocess's environment), never through this worker's `os.environ`. Without the
+    connection the job runs on this worker with the venv's spark-submit and master local[*]
+    (`mirrorbook.parity.submit.execute`). The job is built for its master: local-only settings (LOCAL_CONF,
+    the quick-start JVM flags, the log4j2 file of this worker) only for a local one. With
+    `MIRRORBOOK_PARITY_URI` set, a spark-submit's snapshots, results and summary go through that URI
+    (`mirrorbook.parity.staging`), so a cluster's driver reads and writes nothing of this worker's disk; a
+    non-local master without it is refused at validate_params (`check_proof_engine`)."""
 
     deadline_s = 3600.0
 
@@ -141,20 +138,14 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
                 step.note(skipped=reason)
             self.log.info("parity not run: %s", reason)
             return {"skipped": reason}
-        connect_conn_id = spark_connect_choice(params, self.hook.topology)[0]
-        url = spark_connect_url(connect_conn_id)
-        # The job is built for the master it will run on: local-only settings for a local one only.
-        master = submit.DEFAULT_MASTER if url is not None else spark_submit_master(self.spark_conn_id)
-        spec = guarded(lambda: self._spec(rb, self.hook, flow, params, master))
+        where = proof_engine(params, self.hook.topology, self.spark_conn_id)
+        spec = guarded(lambda: self._spec(rb, self.hook, flow, params, where.master))
         if spec is None:
             with rb.step(f"parity.{self.app}", flow.name) as step:
                 step.note(skipped="nothing to verify: the flow has no managed consumer groups")
             return {"skipped": "no managed groups"}
-        uri = staging.parity_uri() if url is None else None
-        engine = (f"spark-connect ({connect_conn_id})" if url is not None
-                  else f"spark-submit ({master}{', through ' + uri if uri else ''})")
-        summary = guarded(lambda: self.run_job(spec, url, uri, parity.workdir_key(rb, self.task_id)))
-        guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check, engine))
+        summary = guarded(lambda: self.run_job(spec, where.url, where.uri, parity.workdir_key(rb, self.task_id)))
+        guarded(lambda: parity.record_verdict(rb, flow.name, summary, self.check, where.describe()))
         return {"app": summary.app, "status": summary.status, "counts": summary.counts,
                 "failures_total": summary.failures_total, "output": summary.output}
 
@@ -266,15 +257,21 @@ def record_job(clients: Any, via: FlowSpec, out: Path, ranges: list[Any], bounda
                              source_options=java_client_options(src), target_options=java_client_options(dst))
 
 
-def spark_connect_choice(params: Any, topology: Topology) -> tuple[str, str | None]:
-    """The Spark Connect connection id of this run's proofs, and who named it (None: the default, which
-    may not exist — then the proofs run by spark-submit). A run's `spark_connect` param wins over the
-    topology's `spark_connect_connection_id`."""
-    if named := (getattr(params, "spark_connect", None) or "").strip():
-        return named, "the run's spark_connect parameter"
-    if topology.spark_connect_connection_id:
-        return topology.spark_connect_connection_id, "the topology's spark_connect_connection_id"
-    return _spark_connect_conn_id(), None
+def connect_choice(params: Any, topology: Topology) -> engine.ConnectChoice:
+    """The Spark Connect connection of this run's proofs (`mirrorbook.parity.engine.connect_choice`), the
+    default read from the settings now."""
+    return engine.connect_choice(getattr(params, "spark_connect", None), topology.spark_connect_connection_id,
+                                 _spark_connect_conn_id())
+
+
+def proof_engine(params: Any, topology: Topology, spark_conn_id: str | None = None) -> engine.ProofEngine:
+    """Where this run's proofs run: `mirrorbook.parity.engine.choose` over Airflow's connections and the
+    settings as they are now. `spark_conn_id`: the Spark connection of spark-submit (default: the setting's)."""
+    connect_to = connect_choice(params, topology)
+    url = spark_connect_url(connect_to.conn_id)
+    if url is not None:  # a server needs neither a Spark connection nor the parity URI: neither is looked up
+        return engine.choose(connect_to, url, None, None)
+    return engine.choose(connect_to, None, _spark_master(spark_conn_id), staging.parity_uri())
 
 
 def _spark_connect_conn_id() -> str:
@@ -293,46 +290,26 @@ def spark_connect_url(conn_id: str | None = None) -> str | None:
     return SparkConnectHook(conn_id).get_connection_url()
 
 
+def _spark_master(conn_id: str | None = None) -> str | None:
+    """The master of the Spark connection `conn_id` (default: the `spark_conn_id` setting's), or None when there
+    is none."""
+    try:
+        conn = BaseHook.get_connection(conn_id or settings.SPARK_CONN_ID.get() or "spark_default")
+    except AirflowNotFoundException:
+        return None
+    return engine.submit_master(conn.conn_type, conn.host, conn.port)
+
+
 def spark_submit_master(conn_id: str | None = None) -> str:
     """The master spark-submit would use: the Spark connection's (default: the `spark_conn_id` setting's), as the
-    provider reads it, else ours."""
-    conn_id = conn_id or settings.SPARK_CONN_ID.get() or "spark_default"
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return submit.DEFAULT_MASTER  # the operator runs locally without the connection
-    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
-        master = conn.host
-    else:
-        master = f"{conn.conn_type}://{conn.host or ''}"
-    return f"{master}:{conn.port}" if conn.port else master
+    provider reads it, else ours (the operator runs locally without the connection)."""
+    return _spark_master(conn_id) or submit.DEFAULT_MASTER
 
 
 def check_proof_engine(params: Any, topology: Topology) -> None:
-    """Refuse, before anything changes, a run whose proofs could not run: a Spark Connect connection named
-    for it that does not exist; spark-submit to a non-local master without MIRRORBOOK_PARITY_URI (its driver
-    would get snapshot paths of this worker it cannot read, and write its verdict where this worker cannot
-    read it back); a parity URI this worker cannot write to."""
+    """Refuse, before anything changes, a run whose proofs could not run (`mirrorbook.parity.engine`'s table:
+    a named Spark Connect connection that does not exist, a non-local master without MIRRORBOOK_PARITY_URI, a
+    parity URI this worker cannot write to)."""
     if getattr(params, "parity", "off") == "off" or getattr(params, "dry_run", False):
         return
-    conn_id, named_by = spark_connect_choice(params, topology)
-    if spark_connect_url(conn_id) is not None:
-        return
-    if named_by is not None:
-        raise Refused(f"parity=spark: the Spark Connect connection {shown(conn_id)} named by {named_by} does not "
-                      "exist", "create it (connection type spark_connect, host sc://HOST:PORT), name another, "
-                      "or run with parity=off")
-    master = spark_submit_master()
-    uri = staging.parity_uri()
-    if uri is not None:  # the proofs' files go through it, whatever the master
-        try:
-            staging.check(uri)
-        except staging.StagingError as exc:
-            raise Refused(f"parity=spark by spark-submit on master {shown(master)}: {exc.message}", exc.hint) from exc
-        return
-    if not submit.is_local(master):
-        raise Refused(f"parity=spark would run the proofs by spark-submit on master {shown(master)}, whose driver "
-                      "cannot read this worker's snapshot files nor return its verdict to them",
-                      f"configure a Spark Connect connection ({_spark_connect_conn_id()!r}, type spark_connect) — the "
-                      f"proofs then need no shared disk — or set {staging.ENV} to a location this worker and the "
-                      "cluster both reach (s3a://…, hdfs://…, file:/// on a shared mount), or run with parity=off")
+    proof_engine(params, topology).check()

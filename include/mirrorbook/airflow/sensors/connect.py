@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.connect import ConnectorStateTrigger
-from mirrorbook.replication import ACTION_TARGET
+from mirrorbook.replication import ACTION_TARGET, backend_for
 
 WAIT_S = 600.0
 
@@ -30,7 +30,7 @@ class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         params = self.runbook_params(context)
-        backend = self.hook.clients.replication(params.flow_spec)
+        backend = backend_for(self.hook.clients, params.flow_spec)
         return backend.in_state(ACTION_TARGET[params.action], parts=params.connectors)
 
     def execute(self, context: Any) -> Any:

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.kafka import GroupsInactiveTrigger, ReplicationDrainedTrigger
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.checks import active_groups, drained
 from mirrorbook.runbooks.move import FLOW_STOPPED_KEY, PLAN_KEY, Move, move_for
 from mirrorbook.runbooks.plan import managed_groups
@@ -80,7 +81,7 @@ class ReplicationDrainedSensor(_MoveGateSensor):
 
     def poke(self, context: Any) -> bool:
         max_lag = self.runbook_params(context).max_lag
-        ok, behind = drained(self.hook.clients.replication(self.move(context).via).status(count_above=max_lag),
+        ok, behind = drained(backend_for(self.hook.clients, self.move(context).via).status(count_above=max_lag),
                              max_lag)
         if not ok:
             self.log.info("not drained yet: %s", behind)

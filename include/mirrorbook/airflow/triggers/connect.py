@@ -13,6 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.connect import ConnectError
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.replication import backend_for
 from mirrorbook.topology import load_topology
 
 
@@ -34,7 +35,7 @@ class ConnectorStateTrigger(BaseTrigger):
         try:
             topology = load_topology(self.topology_path)
             clients = await AsyncAirflowResolver(topology).aclients()
-            backend = clients.replication(topology.flow(self.flow))
+            backend = backend_for(clients, topology.flow(self.flow))
             states = await backend.await_state(self.target, parts=self.parts,
                                                timeout_s=self.timeout_s, poll_s=self.poll_s)
             yield TriggerEvent({"status": "success", "states": states})

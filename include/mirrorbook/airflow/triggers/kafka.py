@@ -10,6 +10,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.errors import MirrorbookError
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.checks import active_groups, describe_behind, drained, not_drained
 from mirrorbook.runbooks.plan import managed_groups
 from mirrorbook.topology import load_topology
@@ -68,7 +69,7 @@ class ReplicationDrainedTrigger(_PollingTrigger):
         return {"flow": self.flow, "max_lag": self.max_lag, "topics": self.topics}
 
     async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
-        status = await clients.replication(topology.flow(self.flow)).astatus(count_above=self.max_lag)
+        status = await backend_for(clients, topology.flow(self.flow)).astatus(count_above=self.max_lag)
         ok, behind = drained(status, self.max_lag, set(self.topics) if self.topics else None)
         return ok, {"behind": describe_behind(behind), "total_lag": sum(behind.values()),
                     "state": status.state.value,

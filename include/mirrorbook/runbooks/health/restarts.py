@@ -6,6 +6,7 @@ from __future__ import annotations
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.mm2.flows import FlowStatus
+from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import lock
 from mirrorbook.core.engine import GateRefused, Runbook
 from mirrorbook.topology import FlowSpec
@@ -25,7 +26,7 @@ def restart_failed(rb: Runbook, clients: Clients, flow: FlowSpec, roles: list[st
     except GateRefused as exc:
         return [f"not restarted: {exc.message}"]
     notes = []
-    backend = clients.replication(flow)
+    backend = backend_for(clients, flow)
     try:
         for role in roles:
             name = flow.connector(role)

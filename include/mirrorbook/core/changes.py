@@ -78,11 +78,12 @@ class Changes:
 
 
 def roles_noted(events: Iterable[Any]) -> dict[str, str]:
-    """`A->B source` for each connector a step noted it acted on (`step.note(connector=…, role=…)`)."""
+    """`A->B source` for each connector a step noted it acted on (`step.note(connector=…, role=…)`), as its step
+    event or its calls' events keep it."""
     out = {}
     for e in events:
         connector, role = e.details.get("connector"), e.details.get("role")
-        if e.kind == "step" and e.flow and isinstance(connector, str) and isinstance(role, str):
+        if e.kind in ("step", "call") and e.flow and isinstance(connector, str) and isinstance(role, str):
             out[connector] = f"{e.flow} {role}"
     return out
 

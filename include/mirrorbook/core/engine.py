@@ -145,13 +145,17 @@ class Step:
         if not calls:
             return []
         requests = [RequestSummary(method=c.method, path=c.path, body=summarize_body(c.body)) for c in calls]
+        # The part of a flow the step acts on (`note(connector=…, role=…)`), on each call's record too: what a failed
+        # task says it changed names the part, even for a call whose step has not closed yet (stops side by side).
+        noted = self.outcome.details
+        part = {k: noted[k] for k in ("connector", "role") if isinstance(noted.get(k), str)}
         if self.rb.dry_run:
             planned = [PlannedCall(action=c.action, method=c.method, path=c.path, body=r.body,
                                    precondition=c.precondition) for c, r in zip(calls, requests)]
             self.outcome.planned.extend(planned)
             self.rb.audit.append_all([self.rb.event(action=c.action, kind="call", result="planned", mutating=True,
                                                     flow=self.flow, request=r,
-                                                    details={"precondition": c.precondition})
+                                                    details={"precondition": c.precondition, **part})
                                       for c, r in zip(calls, requests)])
             for p in planned:
                 log.info("[dry run] would %s", p.describe())
@@ -160,7 +164,7 @@ class Step:
         intents = self.rb.audit.begin_intents([
             (self.rb.event(action=c.action, kind="call", result="intent", mutating=True, flow=self.flow, request=r,
                            started_at=started, snapshot_id=self.outcome.snapshot_id,
-                           details={"precondition": c.precondition}), c.expect.model_dump(mode="json"))
+                           details={"precondition": c.precondition, **part}), c.expect.model_dump(mode="json"))
             for c, r in zip(calls, requests)])
         results = _perform([c.do for c in calls], concurrency)
         self.rb.audit.close_intents([  # their records are not needed here: not read back
@@ -168,7 +172,7 @@ class Step:
                 action=c.action, kind="call", result="ok" if ok else "error", mutating=True, flow=self.flow,
                 request=r if ok else r.model_copy(update={"status": _status_of(out)}),
                 error=None if ok else str(out), started_at=started,
-                snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
+                snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition, **part}))
             for intent, c, r, (ok, out) in zip(intents, calls, requests, results)], records=False)
         self.outcome.mutations += sum(ok for ok, _ in results)
         for c, (ok, _) in zip(calls, results):

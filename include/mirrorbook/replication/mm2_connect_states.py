@@ -7,8 +7,10 @@ the state it asks for (`replication.expect.ConnectorState`).
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable
 
 from mirrorbook.connect.client import Call, ConnectClient, Endpoints
 from mirrorbook.connect.errors import ConnectorNotFound
@@ -64,20 +66,26 @@ def wait_caused(client: ConnectClient, name: str, target: str, timeout_s: float,
 
 
 def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: str, target: str, *,
-                        wait: bool = True, timeout_s: float = 120.0) -> "StepOutcome":
+                        wait: bool = True, timeout_s: float = 120.0, sent: Callable[[], None] | None = None
+                        ) -> "StepOutcome":
+    """`sent`: called once this part's call was made (or found not needed, or failed), before its step closes."""
     name = flow.connector(role)
     verb = TARGET_ACTION[target]
     with rb.step(f"connector.{verb}", flow.name) as step:
-        status = client.status(name)
-        step.observe(connector_state(status))
-        step.note(connector=name, role=role, target=target)
-        call = decide(status, target)
-        if call is not None:
-            mutate_connect(step, client, call, action=f"connector.{verb}",
-                           expect=ConnectorState(connector=name, state=target),
-                           precondition=f"{name} is {status.summary()}; wanted {target}")
-        elif reached(status, target):
-            step.note(reason=f"already {target}")
+        try:
+            status = client.status(name)
+            step.observe(connector_state(status))
+            step.note(connector=name, role=role, target=target)
+            call = decide(status, target)
+            if call is not None:
+                mutate_connect(step, client, call, action=f"connector.{verb}",
+                               expect=ConnectorState(connector=name, state=target),
+                               precondition=f"{name} is {status.summary()}; wanted {target}")
+            elif reached(status, target):
+                step.note(reason=f"already {target}")
+        finally:
+            if sent is not None:
+                sent()
         if wait and not rb.dry_run:
             status = wait_caused(client, name, target, timeout_s, restarted=call is not None and call.method == "POST")
         step.settle(connector_state(status))
@@ -92,11 +100,43 @@ def roles_for(selection: str, target: str) -> list[str]:
 
 def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str, target: str, *,
                    wait: bool = True, timeout_s: float = 120.0) -> list["StepOutcome"]:
-    # One part after the other, in `roles_for`'s order, also without waiting: a call that fails leaves the parts
-    # after it as they were, which is what a failed task's error and its re-run say (sending the stops side by side
-    # saved ~3 s of a 1,000-group failover, but a storm on one part then stopped the others behind it).
-    return [set_connector_state(rb, client, flow, role, target, wait=wait, timeout_s=timeout_s)
-            for role in roles_for(selection, target)]
+    """Each selected part toward `target`, one after the other in `roles_for`'s order (a call that fails leaves the
+    parts after it as they were) — except stops not waited for, which are requested side by side (`_stop_at_once`).
+    """
+    roles = roles_for(selection, target)
+    if target == "STOPPED" and not wait and not rb.dry_run and len(roles) > 1:
+        return _stop_at_once(rb, client, flow, roles, timeout_s)
+    return [set_connector_state(rb, client, flow, role, target, wait=wait, timeout_s=timeout_s) for role in roles]
+
+
+def _stop_at_once(rb: "Runbook", client: ConnectClient, flow: FlowSpec, roles: list[str], timeout_s: float
+                  ) -> list["StepOutcome"]:
+    """The parts' stops requested side by side, each part its own step: a stop is what a cutover waits for, and
+    Connect's herder answers each one after writing the connector's (empty) task configs and rebalancing — three
+    in a row took 3.7 s of a 1,000-group failover, side by side 0.4 s. A part whose stop fails does not hold the
+    others back: they are stopped, and its step's error (raised once every part has answered) says so; no step
+    closes before every call is on record, so what a failed task's error lists as changed is all it changed."""
+    every_call_made = threading.Barrier(len(roles))
+
+    def sent() -> None:
+        try:
+            every_call_made.wait(timeout_s)
+        except threading.BrokenBarrierError:  # a part that never answered: the others go on, with what they know
+            pass
+
+    with ThreadPoolExecutor(max_workers=len(roles), thread_name_prefix="stop") as pool:
+        parts = [pool.submit(set_connector_state, rb, client, flow, role, "STOPPED", wait=False, timeout_s=timeout_s,
+                             sent=sent) for role in roles]
+    outcomes: list[StepOutcome] = []
+    failed: list[BaseException] = []
+    for part in parts:
+        try:
+            outcomes.append(part.result())
+        except Exception as exc:  # every part's outcome is on record; the first failure (in `roles` order) is raised
+            failed.append(exc)
+    if failed:
+        raise failed[0]
+    return outcomes
 
 
 def parts_status(client: ConnectClient, flow: FlowSpec, deadline_s: float) -> dict[str, ConnectorStatus | None]:

@@ -8,18 +8,19 @@ run — records it as planned with the precondition it checked, and performs not
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditEvent, AuditStore
 from mirrorbook.audit.models import RequestSummary
-from mirrorbook.errors import ALREADY_CHANGED, GateRefused, MirrorbookError, Refused  # noqa: F401 — GateRefused
+from mirrorbook.errors import ALREADY_CHANGED, MirrorbookError, Refused
 from mirrorbook.redaction import get_logger
 from mirrorbook.core.changes import Changes, accepted, roles_noted
 
@@ -77,11 +78,11 @@ def summarize_body(body: Any, limit: int = 5) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class Mutation:
+class Mutation(Generic[T]):
     """One mutating call, as `Step.mutate_all` takes it (see `Step.mutate` for the fields)."""
 
     action: str
-    do: Callable[[], Any]
+    do: Callable[[], T]
     method: str
     path: str
     precondition: str
@@ -89,13 +90,13 @@ class Mutation:
     body: Any = None
 
 
-def _perform(calls: Sequence[Callable[[], Any]], concurrency: int) -> list[tuple[bool, Any]]:
-    """Run every call, up to `concurrency` at once: (True, result) or (False, the exception) each, in order."""
-    def attempt(do: Callable[[], Any]) -> tuple[bool, Any]:
+def _perform(calls: Sequence[Callable[[], T]], concurrency: int) -> list[tuple[T | None, Exception | None]]:
+    """Run every call, up to `concurrency` at once: (result, None) or (None, the exception) each, in order."""
+    def attempt(do: Callable[[], T]) -> tuple[T | None, Exception | None]:
         try:
-            return True, do()
+            return do(), None
         except Exception as exc:  # recorded as the call's outcome and raised by the caller
-            return False, exc
+            return None, exc
 
     if concurrency <= 1 or len(calls) == 1:
         return [attempt(do) for do in calls]
@@ -135,7 +136,7 @@ class Step:
         return self.mutate_all([Mutation(action, do, method=method, path=path, body=body,
                                          precondition=precondition, expect=expect)])[0]
 
-    def mutate_all(self, calls: Sequence[Mutation], *, concurrency: int = 1) -> list[Any]:
+    def mutate_all(self, calls: Sequence[Mutation[T]], *, concurrency: int = 1) -> list[T | None]:
         """`mutate` for independent calls (one per consumer group, say), side by side up to `concurrency`.
 
         Every intent is committed, in one transaction, before any call is made, and every outcome after all
@@ -165,21 +166,22 @@ class Step:
         results = _perform([c.do for c in calls], concurrency)
         self.rb.audit.close_intents([  # their records are not needed here: not read back
             (intent.event_id, self.rb.event(
-                action=c.action, kind="call", result="ok" if ok else "error", mutating=True, flow=self.flow,
-                request=r if ok else r.model_copy(update={"status": _status_of(out)}),
-                error=None if ok else str(out), started_at=started,
-                snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
-            for intent, c, r, (ok, out) in zip(intents, calls, requests, results)], records=False)
-        self.outcome.mutations += sum(ok for ok, _ in results)
-        for c, (ok, _) in zip(calls, results):
-            if ok:
+                action=c.action, kind="call", result="ok" if err is None else "error", mutating=True,
+                flow=self.flow, request=r if err is None else r.model_copy(update={"status": _status_of(err)}),
+                error=None if err is None else str(err), started_at=started,
+                snapshot_id=self.outcome.snapshot_id if err is None else None,
+                details={"precondition": c.precondition}))
+            for intent, c, r, (_, err) in zip(intents, calls, requests, results)], records=False)
+        self.outcome.mutations += sum(err is None for _, err in results)
+        for c, (_, err) in zip(calls, results):
+            if err is None:
                 self.rb.changes.add(c.action, c.method, c.path, self._role_of)
-        failed = [out for ok, out in results if not ok]
+        failed = [err for _, err in results if err is not None]
         for exc in failed[1:]:
             log.error("%s also failed: %s", self.action, exc)
         if failed:
             raise failed[0]
-        return [out for _, out in results]
+        return [out for out, _ in results]
 
     def _role_of(self, connector: str) -> str | None:
         """`A->B source` for the connector this step noted it acts on (`note(connector=…, role=…)`)."""
@@ -259,7 +261,7 @@ class Runbook:
         if isinstance(exc, MirrorbookError):
             exc.changed = said  # an outer step sees the same changes, or more: the latest wins
         elif not any(n.startswith(ALREADY_CHANGED) for n in getattr(exc, "__notes__", [])):
-            exc.add_note(f"{ALREADY_CHANGED}: {said}")
+            _add_note(exc, f"{ALREADY_CHANGED}: {said}")
 
     def _finish(self, step: Step, started: datetime, t0: float, error: str | None = None) -> None:
         o = step.outcome
@@ -282,6 +284,13 @@ class Runbook:
         return {"run_id": self.info.run_id, "dry_run": self.dry_run,
                 "mutations": sum(o.mutations for o in self.outcomes),
                 "steps": [o.model_dump(mode="json") for o in self.outcomes]}
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:  # Python 3.10 (still supported) has no add_note: `guarded` reads __notes__ all the same
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])
 
 
 def _status_of(exc: BaseException) -> int | None:

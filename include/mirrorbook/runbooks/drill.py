@@ -35,7 +35,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from mirrorbook.clients import Clients
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import GateRefused, MirrorbookError
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2 import Translation
 from mirrorbook.mm2.flows import FlowStatus
@@ -45,7 +45,7 @@ from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBef
 from mirrorbook.runbooks import failover, move as moves, move_report
 from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained, not_drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
-from mirrorbook.core.engine import GateRefused, Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.intents import GroupOffsets, GroupsAbsent, TopicsExist

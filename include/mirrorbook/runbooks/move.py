@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from mirrorbook.clients import Clients
 from mirrorbook.bounds import cut, shown
-from mirrorbook.errors import MirrorbookError, Verdict
+from mirrorbook.errors import GateRefused, MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import total
@@ -29,7 +29,7 @@ from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
-from mirrorbook.core.engine import GateRefused, Mutation, Runbook, StepOutcome
+from mirrorbook.core.engine import Mutation, Runbook, StepOutcome
 from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams, InvalidParams, MoveParams, Preflight
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlannedOffsets, TranslationPlan, managed_groups

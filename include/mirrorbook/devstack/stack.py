@@ -546,7 +546,7 @@ class DevStack:
                 continue
             worker = state.workers[flow.connect_cluster]
             with ConnectClient(state.connect_settings(flow.connect_cluster), retry=NO_RETRY) as client:
-                for role, name in flow.connectors.items():
+                for role, name in flow.connector_names.items():
                     try:
                         wait_for(client, name, "RUNNING", timeout_s=max(1.0, deadline - time.monotonic()),
                                  min_tasks=0 if role == "checkpoint" else 1, missing_ok=True)
@@ -590,7 +590,7 @@ class DevStack:
         with ConnectClient(state.connect_settings(target)) as client:
             for name, cfg in configs.items():
                 client.put_config(name, {**cfg, "offset-syncs.topic.location": "target"})
-            for role, name in flow.connectors.items():
+            for role, name in flow.connector_names.items():
                 wait_for(client, name, "RUNNING", timeout_s=timeout_s, missing_ok=True,
                          min_tasks=1 if role == "heartbeat" else 0)
         return Topology(clusters=clusters, connect_clusters=topo.connect_clusters, flows=[*topo.flows, flow],
@@ -599,7 +599,7 @@ class DevStack:
     def remove_flow(self, flow: FlowSpec) -> None:
         state = self.require()
         with ConnectClient(state.connect_settings(flow.connect_cluster)) as client:
-            for _, name in flow.connectors.items():
+            for _, name in flow.connector_names.items():
                 try:
                     client.delete(name)
                 except ConnectorNotFound:
@@ -612,7 +612,7 @@ class DevStack:
         for flow in state.flows():
             worker = state.workers.get(flow.connect_cluster)
             connectors: dict[str, Any] = {}
-            for role, name in flow.connectors.items():
+            for role, name in flow.connector_names.items():
                 connectors[name] = self._connector_status(state, worker, name)
             flows.append({"name": flow.name, "source": flow.source, "target": flow.target,
                           "connect_url": worker.url if worker else None, "connectors": connectors})

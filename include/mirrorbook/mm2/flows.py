@@ -215,7 +215,7 @@ class FlowStatus(BaseModel):
 def summarize_connectors(flow: FlowSpec, views: dict[str, ConnectorView] | None,
                          connect_error: str | None = None) -> dict[str, ConnectorSummary]:
     out = {}
-    for role, name in flow.connectors.items():
+    for role, name in flow.connector_names.items():
         cls = CONNECTOR_CLASSES[role]
         if views is None:
             out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state="UNKNOWN",

@@ -104,7 +104,7 @@ def parts_status(client: ConnectClient, flow: FlowSpec, deadline_s: float) -> di
     such connector). Raises the ConnectError of the first read that fails."""
     end = time.monotonic() + deadline_s
     out: dict[str, ConnectorStatus | None] = {}
-    for role, name in flow.connectors.items():
+    for role, name in flow.connector_names.items():
         try:
             # Every read gets what is left, and never less than one short attempt.
             out[role] = client.run(Endpoints.status(name), deadline_s=max(0.5, end - time.monotonic()))

@@ -61,7 +61,7 @@ class SoFar(BaseModel):
 
 def _role_in(flows: Iterable[FlowSpec]) -> RoleOf:
     """`A->B source` for a flow's connector, None for a connector of no flow."""
-    roles = {connector: f"{flow.name} {role}" for flow in flows for role, connector in flow.connectors.items()}
+    roles = {connector: f"{flow.name} {role}" for flow in flows for role, connector in flow.connector_names.items()}
     return roles.get
 
 
@@ -141,7 +141,7 @@ def _recorded(name: str, state: Any) -> ConnectorStatus | None:
 def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
     """Per part, the newest of: a connector step's recorded state (any run), a state change Connect accepted,
     the health check's latest sample."""
-    names = {name: role for role, name in flow.connectors.items()}
+    names = {name: role for role, name in flow.connector_names.items()}
     found: dict[str, PartNow] = {}
 
     def keep(part: PartNow) -> None:
@@ -164,7 +164,7 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
     sample = audit.latest_metrics(flow.name)
     if sample is not None:
         for role, c in (sample.metrics.get("connectors") or {}).items():
-            if role in dict(flow.connectors.items()) and isinstance(c, dict) and isinstance(c.get("state"), str):
+            if role in dict(flow.connector_names.items()) and isinstance(c, dict) and isinstance(c.get("state"), str):
                 keep(PartNow(role=role, at=sample.observed_at, source="health check",
                              status=ConnectorStatus(name=flow.connector(role),
                                                     connector=WorkerState(state=c["state"]))))
@@ -180,7 +180,7 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
         place = backend.place
         statuses = backend.part_states(deadline_s=deadline_s)
         return FlowNow(flow=flow.name, place=place, read_at=datetime.now(timezone.utc),
-                       parts=[PartNow(role=r, status=statuses[r]) for r, _ in flow.connectors.items()])
+                       parts=[PartNow(role=r, status=statuses[r]) for r, _ in flow.connector_names.items()])
     except Exception as exc:  # noqa: BLE001 — anything Connect (or resolving it) did: fall back, never raise
         if isinstance(exc, ConnectRefusal):  # who refused what leads (it names the place)
             unreadable = exc.headline()
@@ -190,7 +190,7 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
             unreadable = f"{place} could not be read now ({cut(reason)})"
     known = last_known(audit, flow)
     return FlowNow(flow=flow.name, place=place, unreadable=cut(unreadable, 400), parts=[
-        known.get(r, PartNow(role=r, known=False)) for r, _ in flow.connectors.items()])
+        known.get(r, PartNow(role=r, known=False)) for r, _ in flow.connector_names.items()])
 
 
 # -- what a re-run will do --------------------------------------------------------------------------------

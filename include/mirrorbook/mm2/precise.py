@@ -66,11 +66,10 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
 
-from confluent_kafka import Message
 from pydantic import BaseModel
 
 from mirrorbook.kafka.admin import KafkaAdmin
-from mirrorbook.kafka.reader import Isolation, read_ranges
+from mirrorbook.kafka.reader import Consumed, Isolation, read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import (Config, OffsetSyncsLocation, read_checkpoints, read_offset_syncs)
 from mirrorbook.mm2.counts import ZERO, Count, total
@@ -97,13 +96,13 @@ class Rec(NamedTuple):
     content: tuple  # (key, value, headers, timestamp ms)
 
 
-def content_of(m: Message) -> tuple:
+def content_of(m: Consumed) -> tuple:
     """A record's identity for matching. Timestamp *type* is ignored: MM2 writes LogAppendTime
     timestamps of the source as CreateTime on the target."""
     return m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]
 
 
-def rec(m: Message) -> Rec:
+def rec(m: Consumed) -> Rec:
     return Rec(m.offset(), content_of(m))
 
 

@@ -15,7 +15,7 @@ from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.models import ConnectorStatus
 from mirrorbook.connect.wait import WaitTimeout, reached, wait_for
 from mirrorbook.replication.connect_calls import mutate_connect
-from mirrorbook.replication.backend import TARGET_ACTION
+from mirrorbook.replication.backend import TARGET_ACTION, FlowTarget
 from mirrorbook.replication.expect import ConnectorState
 from mirrorbook.topology import FlowSpec
 
@@ -63,7 +63,7 @@ def wait_caused(client: ConnectClient, name: str, target: str, timeout_s: float,
         return wait_for(client, name, target, timeout_s=max(timeout_s - RESTART_SETTLE_S, 1.0))
 
 
-def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: str, target: str, *,
+def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: str, target: FlowTarget, *,
                         wait: bool = True, timeout_s: float = 120.0) -> "StepOutcome":
     name = flow.connector(role)
     verb = TARGET_ACTION[target]
@@ -90,7 +90,7 @@ def roles_for(selection: str, target: str) -> list[str]:
     return list(order) if selection == "all" else [selection]
 
 
-def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str, target: str, *,
+def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str, target: FlowTarget, *,
                    wait: bool = True, timeout_s: float = 120.0) -> list["StepOutcome"]:
     # One part after the other, in `roles_for`'s order, also without waiting: a call that fails leaves the parts
     # after it as they were, which is what a failed task's error and its re-run say (sending the stops side by side

@@ -53,7 +53,7 @@ async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool 
 
     connectors = summarize_connectors(flow, views, unreadable.cause if unreadable else None)
     detail = detailed_state(connectors, views is not None)
-    offsets_topics = {e.partition.get("topic") for e in (offsets.offsets if offsets else [])}
+    offsets_topics = {t for e in (offsets.offsets if offsets else []) if isinstance(t := e.partition.get("topic"), str)}
     topics = replicated_topics(flow, target_topics, offsets_topics)
     lag: list[PartitionLag] = []
     # Lag needs the source connector's offsets: with Connect unreadable it is not known (and not shown as a figure).

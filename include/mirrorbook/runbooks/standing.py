@@ -22,6 +22,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError, ConnectRefusal
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.redaction import get_logger
+from mirrorbook.replication.backend import FlowTarget
 from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
 from mirrorbook.core.changes import Changes, RoleOf, change, connector_of
 from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
@@ -138,6 +139,10 @@ def _recorded(name: str, state: Any) -> ConnectorStatus | None:
     return ConnectorStatus(name=name, connector=WorkerState(state=state["connector"]), tasks=tasks)
 
 
+# The state a connector call Connect accepted leaves a connector in (a restart: running again).
+_VERB_TARGET: dict[str, FlowTarget] = {"restart": "RUNNING", **{verb: t for verb, t in ACTION_TARGET.items()}}
+
+
 def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
     """Per part, the newest of: a connector step's recorded state (any run), a state change Connect accepted,
     the health check's latest sample."""
@@ -145,7 +150,8 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
     found: dict[str, PartNow] = {}
 
     def keep(part: PartNow) -> None:
-        if part.role not in found or (part.at and found[part.role].at and part.at > found[part.role].at):
+        had = found.get(part.role)
+        if had is None or (part.at and had.at and part.at > had.at):
             found[part.role] = part
 
     for e in audit.iter_events(flow=flow.name, limit=EVENTS_SEARCHED, newest_first=True):
@@ -157,7 +163,7 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
                              at=e.ended_at))
         elif e.kind == "call" and e.mutating and e.result == "ok" and e.action.startswith("connector."):
             name, verb = connector_of(e.request.path if e.request else "")
-            target = "RUNNING" if verb == "restart" else ACTION_TARGET.get(verb)
+            target = _VERB_TARGET.get(verb)
             if name in names and target:
                 keep(PartNow(role=names[name], at=e.ended_at, source=f"{verb} accepted, run {cut(e.run_id or '?', 80)}",
                              status=ConnectorStatus(name=name, connector=WorkerState(state=target))))
@@ -197,7 +203,7 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
 Rerun = Callable[[list[FlowNow]], str]
 
 
-def set_state_rerun(target: str, selection: str = "all") -> Rerun:
+def set_state_rerun(target: FlowTarget, selection: str = "all") -> Rerun:
     """A re-run of a pause/resume/stop of the first flow: the calls the runbook would make from its state."""
     def say(nows: list[FlowNow]) -> str:
         now = nows[0]

@@ -30,6 +30,7 @@ import math
 import re
 import time
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Callable
 
 from pydantic import BaseModel, Field
@@ -50,6 +51,7 @@ from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.intents import GroupOffsets, GroupsAbsent, TopicsExist
 from mirrorbook.runbooks.params import FailoverParams, FlowParams, parse
+from mirrorbook.runbooks.plan import TranslationPlan
 from mirrorbook.topology import FlowSpec, Topology
 
 DRILL_SOURCE = "dr_drill"
@@ -416,8 +418,8 @@ def _resume_state(canary: CanaryState, plan: Any, remote: dict[TP, TP], reads: d
     if skipped:
         problems.append(f"{skipped} record(s) skipped: " + ", ".join(
             f"{o.group} {o.source_topic}-{o.partition} ({o.skipped})" for o in outcomes if o.skipped)[:500])
-    times = [r.first_record_at or r.assigned_at for r in reads.values()]
-    resumed = max(times) if times and all(times) else None
+    times = [t for r in reads.values() if (t := r.first_record_at or r.assigned_at) is not None]
+    resumed = max(times) if times and len(times) == len(reads) else None  # once every read has started
     return ResumeState(resumed_at=resumed, outcomes=outcomes, consumed_on_b=sum(r.count for r in reads.values()),
                        problems=problems)
 
@@ -453,7 +455,7 @@ def _delete_groups(rb: Runbook, clients: Clients, flow: FlowSpec, groups: list[s
             admin = clients.admin(cluster)
             present = sorted(set(groups) & set(admin.list_groups()))
             if present:
-                step.mutate("groups.delete", lambda a=admin, p=present: a.delete_groups(p), method="DeleteGroups",
+                step.mutate("groups.delete", partial(admin.delete_groups, present), method="DeleteGroups",
                             path=f"kafka://{cluster}/groups", body={"groups": present},
                             precondition="the drill's own canary groups, stopped by the drill",
                             expect=GroupsAbsent(cluster=cluster, groups=present))
@@ -488,7 +490,7 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
     resume = ResumeState.model_validate(resume) if resume else None
     restored = rb.progress_get(RESTORE_KEY) or {}
     kept = rb.progress_get(moves.PLAN_KEY)
-    plan = moves.TranslationPlan.from_stored(kept, rows=False) if kept else None
+    plan = TranslationPlan.from_stored(kept, rows=False) if kept else None
     steps, problems = _steps(rb)
     s = DrillSummary(run_id=rb.info.run_id, flow=flow.name, from_cluster=flow.source, to_cluster=flow.target,
                      translation=params.translation, finished_at=finished, steps=steps,

@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable
 
 from mirrorbook.clients import Clients
@@ -271,7 +272,7 @@ def translate(rb: Runbook, clients: Clients, move: Move,
 
 
 def _kept_plan(rb: Runbook) -> dict[str, Any]:
-    kept = rb.progress_get(PLAN_KEY)
+    kept: dict[str, Any] | None = rb.progress_get(PLAN_KEY)  # as TranslationPlan.stored() made it
     if not kept:
         raise GateRefused("No translation plan for this run: the translate task has not completed",
                           "clear and re-run the translate task first")
@@ -329,7 +330,7 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffset
                           {"cluster": plan.to_cluster, "groups": {g: {str(tp): o for tp, o in sorted(c.items())}
                                                                   for g, c in current.items() if g in wanted}},
                           note=f"committed offsets on {plan.to_cluster} before the {move.direction}")
-        step.mutate_all([Mutation("groups.alter_offsets", lambda g=g: _alter(admin, g, diff[g]),
+        step.mutate_all([Mutation("groups.alter_offsets", partial(_alter, admin, g, diff[g]),
                                   method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
                                   body={"partitions": len(diff[g]),
                                         "offsets": {str(tp): o for tp, o in sorted(diff[g].items())[:5]}},

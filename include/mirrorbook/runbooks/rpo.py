@@ -81,7 +81,8 @@ def record_bound(rb: Runbook, clients: Clients, flow: FlowSpec, started_at: date
     the report finds it."""
     kept = bound_event(rb.audit, rb.info.run_id)
     if kept is not None:
-        return kept.details["rpo"]
+        recorded: dict[str, Any] = kept.details["rpo"]
+        return recorded
     started = started_at or _run_start(rb.audit, rb.info.run_id)
     bound = rpo_lower_bound(rb.audit, clients, flow)
     position = at_failover(clients, flow)

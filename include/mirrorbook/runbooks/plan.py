@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -415,14 +415,14 @@ FALLBACK_NOTES = {
 }
 
 
-def add_earliest_fallback(rows: list[PlanRow], wanted: dict[str, dict[TP, int | None]],
+def add_earliest_fallback(rows: list[PlanRow], wanted: Mapping[str, Mapping[TP, int | None]],
                           target_admin: KafkaAdmin) -> list[PlanRow]:
     """(group, target partition) pairs nobody could translate start at the partition's earliest offset."""
     rows.extend(earliest_rows({(r.group, r.target_topic, r.partition) for r in rows}, wanted, target_admin))
     return rows
 
 
-def earliest_rows(have: set[tuple[str, str, int]], wanted: dict[str, dict[TP, int | None]],
+def earliest_rows(have: set[tuple[str, str, int]], wanted: Mapping[str, Mapping[TP, int | None]],
                   target_admin: KafkaAdmin) -> list[PlanRow]:
     """`earliest_row` of every wanted (group, target partition) not in `have` (group, topic, partition)."""
     missing = [(g, tp, src) for g, tps in wanted.items() for tp, src in tps.items()

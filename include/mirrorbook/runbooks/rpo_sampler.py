@@ -136,8 +136,8 @@ class _SourcePoller:
                 await s.unreachable(f, started, str(exc))
             return
         for f in self.flows:
-            if replicated[f.name] is not None:
-                await s.sampled(f, self.admin, started, ends, *replicated[f.name])
+            if (got := replicated[f.name]) is not None:
+                await s.sampled(f, self.admin, started, ends, *got)
 
 
 class Sampler:

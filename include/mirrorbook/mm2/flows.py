@@ -268,7 +268,7 @@ def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP
         p = entry.partition
         if p.get("cluster") != flow.source or entry.offset is None:
             continue
-        committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
+        committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset["offset"])
     return lag_rows(flow, committed, highs, lows)
 
 

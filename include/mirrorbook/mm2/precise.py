@@ -889,7 +889,7 @@ def _clip(r: tuple[int, int], marks: Marks) -> tuple[int, int]:
 class _Context(NamedTuple):
     """What counting a row's positions needs of its partition pair."""
 
-    index: SyncIndex
+    sync_index: SyncIndex  # not `index`: a tuple's own method
     source: PartitionData
     target: PartitionData
     source_marks: Marks
@@ -908,14 +908,14 @@ def _proven_row(i: Item, proof: Proof, target_marks: Marks) -> PartitionTranslat
 
 def _row(i: Item, proof: Proof, ctx: _Context, fallback: bool = True) -> PartitionTranslation:
     c = i.committed
-    syncs, source, target, source_marks, target_marks = ctx.index.syncs, ctx.source, ctx.target, ctx.source_marks, \
-        ctx.target_marks
+    syncs, source, target, source_marks, target_marks = ctx.sync_index.syncs, ctx.source, ctx.target, \
+        ctx.source_marks, ctx.target_marks
     mm2 = i.checkpoint.downstream_offset if i.checkpoint is not None else None
     row = PartitionTranslation.model_construct(
         group=i.group, source_topic=i.src.topic, target_topic=i.tgt.topic, partition=i.src.partition,
         source_offset=c, mm2_offset=mm2, checkpoint_upstream=i.checkpoint.upstream_offset if i.checkpoint else None,
         mm2_re_read=None, mm2_skip=None, precise_offset=proof.offset, proof=proof.rule, reason=proof.reason,
-        sync_offset=sync_position(ctx.index.window(c), target_marks), target_log_start=target_marks.low,
+        sync_offset=sync_position(ctx.sync_index.window(c), target_marks), target_log_start=target_marks.low,
         fallback_offset=None, fallback_rule=None, fallback_re_read=None, fallback_skip=None, offset=None,
         re_read=ZERO, skip=ZERO)
 
@@ -936,8 +936,8 @@ def _row(i: Item, proof: Proof, ctx: _Context, fallback: bool = True) -> Partiti
         row.fallback_offset, row.fallback_rule, row.fallback_re_read, row.fallback_skip = best
     if proof.proven:
         row.offset, row.re_read, row.skip = proof.offset, ZERO, ZERO
-    else:
-        row.offset, row.re_read, row.skip = row.fallback_offset, row.fallback_re_read, row.fallback_skip
+    elif fallback:  # always, for a row not proven (translate_items)
+        row.offset, _, row.re_read, row.skip = best
     return row
 
 

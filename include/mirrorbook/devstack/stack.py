@@ -14,7 +14,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -256,9 +256,9 @@ class DevStack:
             extra = state.kafka_config(alias, "mirrorbook")
             conns[spec.connection_id] = {"conn_type": "kafka", "extra": extra if isinstance(extra, dict)
                                          else {"bootstrap.servers": extra}}
-        for alias, spec in topo.connect_clusters.items():
+        for alias, connect in topo.connect_clusters.items():
             port = state.workers[alias].rest_port
-            conns[spec.connection_id] = sec.connect_connection(port) if sec else {
+            conns[connect.connection_id] = sec.connect_connection(port) if sec else {
                 "conn_type": "kafka_connect", "host": "localhost", "port": port, "schema": "http"}
         if state.spark:
             conns[spark.CONN_ID] = state.spark.connection()
@@ -419,7 +419,7 @@ class DevStack:
                     only: str | None, members: list[Any], label: str,
                     needs: Callable[[Any], list[tuple[int, str]]], heap_mb: int, main: str,
                     props: Callable[[Any], Path], wait: Callable[[Any, float], None],
-                    extra_opts: list[str] = ()) -> None:
+                    extra_opts: Sequence[str] = ()) -> None:
         """Start the members (brokers or workers) that are not running — each after checking its ports, and
         recorded at once (so `down` finds it even if a later one fails) — then wait until each one started
         answers."""

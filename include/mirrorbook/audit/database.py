@@ -84,9 +84,10 @@ class Database:
             raise AuditConfigError(f"audit backend {self.backend!r} is not supported (only {', '.join(SUPPORTED)})",
                                    "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB")
         self.display_url = parsed.render_as_string(hide_password=True)
-        self._sqlite_file = self.backend == "sqlite" and parsed.database not in (None, "", ":memory:")
-        if self._sqlite_file:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)  # type: ignore[arg-type]
+        file = parsed.database if self.backend == "sqlite" and parsed.database not in (None, "", ":memory:") else None
+        self._sqlite_file = file is not None
+        if file is not None:
+            Path(file).parent.mkdir(parents=True, exist_ok=True)
         self._pid = os.getpid()
         self._engine = self._create_engine()
 

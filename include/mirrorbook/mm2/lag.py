@@ -51,9 +51,10 @@ def read_part(row: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
     """(start, end, records) of a sampled lag row (`FlowStatus.metrics`' partitions, or a replication sample's):
     the source offsets its count covers — from the connector's next offset to where the read stopped — and the
     records counted there. None for a row sampled before lag was counted in records, or that read nothing."""
+    if row is None:
+        return None
     try:
-        hw, offsets, lag, low = (int(row[k])  # type: ignore[index]
-                                 for k in ("high_watermark", "offset_lag", "lag", "lag_low"))
+        hw, offsets, lag, low = (int(row[k]) for k in ("high_watermark", "offset_lag", "lag", "lag_low"))
     except (KeyError, TypeError, ValueError):
         return None
     start, end = hw - offsets, hw - (lag - low)

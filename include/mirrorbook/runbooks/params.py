@@ -15,7 +15,7 @@ models (mirrorbook.airflow.forms), so what the UI offers and what the runbook ac
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -59,6 +59,9 @@ class FormParams(BaseModel):
         """Checks that need the audit store or a cluster, run once before anything changes.
         Raises InvalidParams for what makes the run impossible; returns warnings for the plan."""
         return []
+
+
+F = TypeVar("F", bound=FormParams)
 
 
 class FlowsSelection(FormParams):
@@ -393,7 +396,7 @@ def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
         limits.check(key, value)
 
 
-def parse(model: type[FormParams], raw: Mapping[str, Any], topology: Topology) -> Any:
+def parse(model: type[F], raw: Mapping[str, Any], topology: Topology) -> F:
     """Validate `raw` (DAG params, an API body, CLI args) into `model`, checked against the topology."""
     if not isinstance(raw, Mapping):
         raise InvalidParams(f"parameters must be a JSON object, got {shown(raw)}")

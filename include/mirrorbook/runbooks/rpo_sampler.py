@@ -286,6 +286,7 @@ class KeptConnections(Clients):
             return self.base.async_connect(flow, **kw)
         if flow.connect_cluster not in self._kept:
             self._kept[flow.connect_cluster] = _Unclosed(self.base.async_connect(flow))
+        # _Unclosed stands in for the client (it forwards every call but close): what a backend asks of one.
         return self._kept[flow.connect_cluster]  # type: ignore[return-value]
 
     async def aclose(self) -> None:

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
+from pydantic import BaseModel
 from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
@@ -22,7 +23,7 @@ from mirrorbook.runbooks.plan import managed_groups
 TRIGGER_MARGIN_S = 30
 
 
-def longest_wait_s(model: type, field: str = "drain_timeout") -> float:
+def longest_wait_s(model: type[BaseModel], field: str = "drain_timeout") -> float:
     """The `le` bound of the model's `field` (a move's longest gate wait), read from the model itself."""
     return float(next(m.le for m in model.model_fields[field].metadata if getattr(m, "le", None) is not None))
 

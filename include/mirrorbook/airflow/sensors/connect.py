@@ -11,11 +11,12 @@ from airflow.sdk.exceptions import AirflowException
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.connect import ConnectorStateTrigger
 from mirrorbook.replication import ACTION_TARGET
+from mirrorbook.runbooks.params import PauseResumeParams
 
 WAIT_S = 600.0
 
 
-class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
+class ConnectorStateSensor(RunbookTask[PauseResumeParams], BaseSensorOperator):
     """Pokes once (the flow's backend: `in_state`); if the parts are not there yet, defers to
     `ConnectorStateTrigger`."""
 

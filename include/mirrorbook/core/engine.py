@@ -90,13 +90,13 @@ class Mutation(Generic[T]):
     body: Any = None
 
 
-def _perform(calls: Sequence[Callable[[], T]], concurrency: int) -> list[tuple[T | None, Exception | None]]:
-    """Run every call, up to `concurrency` at once: (result, None) or (None, the exception) each, in order."""
-    def attempt(do: Callable[[], T]) -> tuple[T | None, Exception | None]:
+def _perform(calls: Sequence[Callable[[], Any]], concurrency: int) -> list[tuple[bool, Any]]:
+    """Run every call, up to `concurrency` at once: (True, result) or (False, the exception) each, in order."""
+    def attempt(do: Callable[[], Any]) -> tuple[bool, Any]:
         try:
-            return do(), None
+            return True, do()
         except Exception as exc:  # recorded as the call's outcome and raised by the caller
-            return None, exc
+            return False, exc
 
     if concurrency <= 1 or len(calls) == 1:
         return [attempt(do) for do in calls]
@@ -166,22 +166,21 @@ class Step:
         results = _perform([c.do for c in calls], concurrency)
         self.rb.audit.close_intents([  # their records are not needed here: not read back
             (intent.event_id, self.rb.event(
-                action=c.action, kind="call", result="ok" if err is None else "error", mutating=True,
-                flow=self.flow, request=r if err is None else r.model_copy(update={"status": _status_of(err)}),
-                error=None if err is None else str(err), started_at=started,
-                snapshot_id=self.outcome.snapshot_id if err is None else None,
-                details={"precondition": c.precondition}))
-            for intent, c, r, (_, err) in zip(intents, calls, requests, results)], records=False)
-        self.outcome.mutations += sum(err is None for _, err in results)
-        for c, (_, err) in zip(calls, results):
-            if err is None:
+                action=c.action, kind="call", result="ok" if ok else "error", mutating=True, flow=self.flow,
+                request=r if ok else r.model_copy(update={"status": _status_of(out)}),
+                error=None if ok else str(out), started_at=started,
+                snapshot_id=self.outcome.snapshot_id if ok else None, details={"precondition": c.precondition}))
+            for intent, c, r, (ok, out) in zip(intents, calls, requests, results)], records=False)
+        self.outcome.mutations += sum(ok for ok, _ in results)
+        for c, (ok, _) in zip(calls, results):
+            if ok:
                 self.rb.changes.add(c.action, c.method, c.path, self._role_of)
-        failed = [err for _, err in results if err is not None]
+        failed = [out for ok, out in results if not ok]
         for exc in failed[1:]:
             log.error("%s also failed: %s", self.action, exc)
         if failed:
             raise failed[0]
-        return [out for out, _ in results]
+        return [out for _, out in results]
 
     def _role_of(self, connector: str) -> str | None:
         """`A->B source` for the connector this step noted it acts on (`note(connector=…, role=…)`)."""

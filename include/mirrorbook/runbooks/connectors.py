@@ -12,7 +12,7 @@ from mirrorbook.connect.wait import reached
 from mirrorbook.replication.backend import ACTION_TARGET, TARGET_ACTION, FlowTarget
 from mirrorbook.replication.mm2_connect_states import decide, roles_for
 
-__all__ = ["ACTION_TARGET", "TARGET_ACTION", "rerun_sentence"]
+__all__ = ["ACTION_TARGET", "TARGET_ACTION", "FlowTarget", "rerun_sentence"]
 
 
 def rerun_sentence(statuses: dict[str, ConnectorStatus | None], selection: str, target: FlowTarget) -> str:

@@ -22,10 +22,9 @@ from mirrorbook.clients import Clients
 from mirrorbook.connect.errors import ConnectDeadlineExceeded, ConnectError, ConnectRefusal
 from mirrorbook.connect.models import ConnectorStatus, TaskState, WorkerState
 from mirrorbook.redaction import get_logger
-from mirrorbook.replication.backend import FlowTarget
 from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
 from mirrorbook.core.changes import Changes, RoleOf, change, connector_of
-from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
+from mirrorbook.runbooks.connectors import ACTION_TARGET, FlowTarget, rerun_sentence
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import PLAN_KEY
 from mirrorbook.topology import FlowSpec

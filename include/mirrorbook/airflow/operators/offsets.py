@@ -27,13 +27,13 @@ class ConnectorOffsetsOperator(MirrorbookBaseOperator[OffsetsParams]):
         rb = self.runbook(context)
         flow = params.flow_spec
         backend = self.hook.clients.replication(flow)
-        action = params.action
-        rerun = offsets_rerun(rb, flow, params.connector, action)
-        if action == "list":
+        rerun = offsets_rerun(rb, flow, params.connector, params.action)
+        if params.action == "list":
             out_dir = Path(self.artifacts_dir) if self.artifacts_dir else None
             self.guarded_run(rb, [flow], lambda: list_offsets(rb, backend.own_offsets, flow, params.connector, out_dir),
                              rerun)
         else:
+            action = params.action  # not "list" here: a name for the closure, which does not see narrowing
             self.guarded_run(rb, [flow], lambda: backend.change_own_offsets(
                 rb, params.connector, action, requested=params.parsed_offsets, snapshot_id=params.snapshot_id,
                 stop_first=params.stop_first, timeout_s=self.timeout, effect=params.effect,

@@ -9,9 +9,9 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
+from mirrorbook.runbooks.params import PauseResumeParams
 from mirrorbook.airflow.triggers.connect import ConnectorStateTrigger
 from mirrorbook.replication import ACTION_TARGET
-from mirrorbook.runbooks.params import PauseResumeParams
 
 WAIT_S = 600.0
 

@@ -13,8 +13,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
 from mirrorbook.connect import ConnectError
 from mirrorbook.errors import MirrorbookError
-from mirrorbook.replication import FlowTarget
 from mirrorbook.topology import load_topology
+from mirrorbook.replication.backend import FlowTarget
 
 
 class ConnectorStateTrigger(BaseTrigger):

@@ -19,9 +19,11 @@ demo: install
 test: install-test check
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-## make check: style and complexity (ruff) and the layer order (import-linter contracts in pyproject.toml), in seconds
+## make check: style and complexity (ruff), types (mypy: strict for core, replication and runbooks) and the layer
+## order (import-linter contracts), as pyproject.toml configures them, in seconds (mypy's cache: .mypy_cache)
 check: install-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 ## make test-fast: the tests that need nothing running (unit and property tests, the audit store on SQLite), in

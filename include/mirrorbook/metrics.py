@@ -111,7 +111,7 @@ class MirrorbookCollector(Collector):
             fam["mirrorbook_flow_state"].add_metric([name, flow.source, flow.target, s], 1.0 if s == state else 0.0)
         if sample is None:
             return
-        for role, connector in flow.connectors.items():
+        for role, connector in flow.connector_names.items():
             c = (m.get("connectors") or {}).get(role)
             running = isinstance(c, dict) and c.get("state") == "RUNNING"
             fam["mirrorbook_flow_connector_running"].add_metric([name, role, connector], 1.0 if running else 0.0)

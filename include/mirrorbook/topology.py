@@ -101,14 +101,18 @@ class FlowSpec(_Strict):
     def name(self) -> str:
         return f"{self.source}->{self.target}"
 
+    @property
+    def connector_names(self) -> ConnectorNames:
+        """`connectors`, which may be left out of a topology but is always set once it is validated."""
+        assert self.connectors is not None, "set by _default_connector_names"
+        return self.connectors
+
     def connector(self, role: str) -> str:
-        assert self.connectors is not None
-        return self.connectors.by_role(role)
+        return self.connector_names.by_role(role)
 
     def role_of(self, name: str) -> str | None:
         """The part (role) whose connector is `name`; None when no part of this flow is."""
-        assert self.connectors is not None
-        return next((role for role, connector in self.connectors.items() if connector == name), None)
+        return next((role for role, connector in self.connector_names.items() if connector == name), None)
 
 
 ApprovalMode = Literal["required", "skip"]

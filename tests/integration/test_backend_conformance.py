@@ -24,7 +24,8 @@ from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.replication import BACKENDS, ReplicationBackend, all_status, backend_for
 from mirrorbook.replication.expect import ConnectorOffsetsAre, ConnectorState
-from mirrorbook.core.engine import GateRefused, RunInfo, Runbook
+from mirrorbook.core.engine import RunInfo, Runbook
+from mirrorbook.errors import GateRefused
 from tests.conftest import TEST_MM2
 from tests.helpers import eventually, wait_mirrored
 

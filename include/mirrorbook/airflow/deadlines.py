@@ -19,7 +19,8 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
+# airflow/sdk/__init__.pyi (task-sdk 1.3.2) leaves out these three, which its __init__.py exports.
+from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference  # type: ignore[attr-defined]
 
 from mirrorbook.airflow.notifiers import Alert, post_alert
 from mirrorbook.audit import AuditStore

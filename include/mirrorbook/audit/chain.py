@@ -23,6 +23,12 @@ def event_row(event: AuditEvent) -> dict[str, Any]:
     return stored_row(schema.events, fields)
 
 
+def _count(head: Row[Any]) -> int:
+    """The head row's `count` column (to a type checker, `head.count` is the tuple method of that name)."""
+    count: int = head._mapping["count"]
+    return count
+
+
 def append(conn: Connection, event: AuditEvent) -> AuditRecord:
     """Link `event` to the head and move the head. `conn` must hold the write lock (Database.write)."""
     current = conn.execute(_HEAD).first()
@@ -30,7 +36,7 @@ def append(conn: Connection, event: AuditEvent) -> AuditRecord:
         raise AuditIntegrityError("the audit head row is missing, so nothing can be appended safely",
                                   "run `mirrorbook audit verify` and investigate who deleted it")
     row = event_row(event)
-    row["seq"] = current.count + 1
+    row["seq"] = _count(current) + 1
     row["prev_hash"] = current.hash
     row["hash"] = event_hash(row, current.hash)
     conn.execute(_INSERT_EVENT, row)
@@ -49,7 +55,7 @@ def append_many(conn: Connection, events: Sequence[AuditEvent], *, records: bool
     if current is None:
         raise AuditIntegrityError("the audit head row is missing, so nothing can be appended safely",
                                   "run `mirrorbook audit verify` and investigate who deleted it")
-    rows, count, prev = [], current.count, current.hash
+    rows, count, prev = [], _count(current), current.hash
     for event in events:
         row = event_row(event)
         count += 1
@@ -107,7 +113,7 @@ def head_of(conn: Connection) -> ChainHead | None:
     current = conn.execute(select(schema.head).where(schema.head.c.id == schema.HEAD_ID)).first()
     if current is None:
         return None
-    return ChainHead(seq=current.count, hash=current.hash, updated_at=parse_time(current.updated_at),
+    return ChainHead(seq=_count(current), hash=current.hash, updated_at=parse_time(current.updated_at),
                      store=hash_at(conn, 1))
 
 
@@ -134,16 +140,17 @@ def _check_head(conn: Connection, checked: int, last_hash: str) -> tuple[int | N
     current = conn.execute(select(schema.head).where(schema.head.c.id == schema.HEAD_ID)).first()
     if current is None:
         return None, (BrokenLink(reason="head row missing (audit_head deleted)") if checked else None)
-    if current.count != checked:
-        return current.count, BrokenLink(
+    count = _count(current)
+    if count != checked:
+        return count, BrokenLink(
             seq=checked + 1,
-            reason=f"chain ends at seq {checked} but the head records {current.count} events "
-                   f"(rows deleted at the tail)" if current.count > checked else
-                   f"chain has {checked} events but the head records only {current.count} (rows inserted)")
+            reason=f"chain ends at seq {checked} but the head records {count} events "
+                   f"(rows deleted at the tail)" if count > checked else
+                   f"chain has {checked} events but the head records only {count} (rows inserted)")
     if current.hash != last_hash:
-        return current.count, BrokenLink(seq=checked, reason="last event's hash differs from the head's "
-                                                             "(tail row replaced, or head edited)")
-    return current.count, None
+        return count, BrokenLink(seq=checked, reason="last event's hash differs from the head's "
+                                                    "(tail row replaced, or head edited)")
+    return count, None
 
 
 def _check_snapshots(conn: Connection) -> tuple[int, BrokenLink | None]:

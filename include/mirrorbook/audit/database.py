@@ -12,7 +12,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -22,6 +22,9 @@ from sqlalchemy.pool import QueuePool, StaticPool
 from mirrorbook import settings
 from mirrorbook.audit.errors import AuditConfigError, AuditUnavailable
 from mirrorbook.redaction import redact_text
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 ENV_URL = settings.AUDIT_URL.env
 BUSY_TIMEOUT_S = 30
@@ -81,9 +84,10 @@ class Database:
             raise AuditConfigError(f"audit backend {self.backend!r} is not supported (only {', '.join(SUPPORTED)})",
                                    "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB")
         self.display_url = parsed.render_as_string(hide_password=True)
-        self._sqlite_file = self.backend == "sqlite" and parsed.database not in (None, "", ":memory:")
-        if self._sqlite_file:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)  # type: ignore[arg-type]
+        file = parsed.database if self.backend == "sqlite" and parsed.database not in (None, "", ":memory:") else None
+        self._sqlite_file = file is not None
+        if file is not None:
+            Path(file).parent.mkdir(parents=True, exist_ok=True)
         self._pid = os.getpid()
         self._engine = self._create_engine()
 
@@ -153,13 +157,17 @@ class Database:
                                    f"check that it is reachable and not held locked (> {BUSY_TIMEOUT_S}s), "
                                    f"or point {ENV_URL} elsewhere") from None
 
+    def _insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
+        """An INSERT in the dialect's own syntax (each has its ON CONFLICT), imported for the dialect in use."""
+        if self.backend == "postgresql":
+            from sqlalchemy.dialects import postgresql
+            return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite
+        return sqlite.insert(table)
+
     def upsert(self, conn: Connection, table: Table, values: Mapping[str, Any], keys: Sequence[str]) -> None:
         """INSERT … ON CONFLICT (keys) DO UPDATE, in the dialect's own syntax."""
-        if self.backend == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(table).values(**values)
+        stmt = self._insert(table).values(**values)
         conn.execute(stmt.on_conflict_do_update(index_elements=list(keys),
                                                 set_={k: v for k, v in values.items() if k not in keys}))
 
@@ -169,11 +177,7 @@ class Database:
         groups' readiness positions are 150,000 rows: one statement each took minutes)."""
         if not rows:
             return
-        if self.backend == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(table)
+        stmt = self._insert(table)
         stmt = stmt.on_conflict_do_update(index_elements=list(keys),
                                           set_={k: stmt.excluded[k] for k in rows[0] if k not in keys})
         conn.execute(stmt, list(rows))

@@ -78,7 +78,9 @@ def insert_artifact(conn: Connection, kind: str, run_id: str | None, path: str, 
     values = stored_row(schema.artifacts, {"kind": kind, "run_id": run_id, "path": path, "summary": summary,
                                            "created_at": utcnow()})
     result = conn.execute(schema.artifacts.insert().values(**values))
-    return to_artifact_values(result.inserted_primary_key[0], values)
+    key = result.inserted_primary_key
+    assert key is not None, "artifacts has an autoincrement id"
+    return to_artifact_values(key[0], values)
 
 
 def artifacts_query(kind: str | None, run_id: str | None) -> Select[Any]:
@@ -130,7 +132,7 @@ def position_rows(conn: Connection, flow: str) -> list[tuple[str, str, int, str,
     rows = conn.execute(select(_pos.group, _pos.topic, _pos.partition, _pos.source_topic, _pos.source_offset,
                                _pos.target_offset, _pos.rule, _pos.exact, _pos.observed_at)
                         .where(lookup(_pos.flow, flow)))
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 def positions_values(flow: str, positions: list[GroupPosition]) -> list[dict[str, Any]]:

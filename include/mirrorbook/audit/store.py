@@ -200,6 +200,7 @@ class AuditStore:
                     chain.append(conn, _lock_event("lock.takeover", flow, current, holder, holder.user,
                                                    f"the previous holder, run {current.run_id}, is gone: {gone}"))
                     return holder
+        assert current is not None, "each attempt found a holder (or took the lock and returned)"
         with self._db.read() as conn:
             raise FlowLocked(flow_key, locks.holder(conn, flow_key) or current)
 

@@ -19,7 +19,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import AbstractSet, Any, Callable, Mapping, TypeVar
 
 from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.connections import FileSource, Lookup
@@ -229,7 +229,7 @@ def _partition(tp: str) -> int:
 
 # -- output -----------------------------------------------------------------------------------------
 
-def _table(header: list[str], rows: list[list[object]], right: set[int] = frozenset()) -> str:
+def _table(header: list[str], rows: list[list[object]], right: AbstractSet[int] = frozenset()) -> str:
     cells = [header] + [[str(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join("  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))

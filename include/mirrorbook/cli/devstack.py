@@ -207,11 +207,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_start(args: argparse.Namespace) -> int:
     done = DevStack(args.run_dir).start_cluster(args.alias, broker=args.broker)
     print(f"{_what(args)}: {'started' if done else 'already running'}")
+    return 0
 
 
 def _what(args: argparse.Namespace) -> str:
     return f"cluster {args.alias}" + (f" broker {args.broker}" if args.broker is not None else "")
-    return 0
 
 
 def cmd_load(args: argparse.Namespace) -> int:

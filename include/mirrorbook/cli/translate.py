@@ -105,10 +105,10 @@ def mm2_offsets(clients: Clients, flow: FlowSpec, groups: str, policy: Replicati
     if report is None:
         out["source_unreadable"] = unreadable
     else:
-        t = report.totals
-        out["totals"] = {"committed_partitions": t.partitions, "without_checkpoint": t.without_checkpoint,
-                         "re_read": t.mm2_re_read.model_dump(), "skip": t.mm2_skip.model_dump(),
-                         "skipping": t.mm2_skipping}
+        totals = report.totals  # not `t`: the rows' topic above
+        out["totals"] = {"committed_partitions": totals.partitions, "without_checkpoint": totals.without_checkpoint,
+                         "re_read": totals.mm2_re_read.model_dump(), "skip": totals.mm2_skip.model_dump(),
+                         "skipping": totals.mm2_skipping}
     return out
 
 
@@ -151,8 +151,8 @@ def _mm2_table(out: dict[str, Any]) -> str:
                   [[r["group"], r["topic"], r["partition"], r["committed"], r["upstream_offset"], r["offset"],
                     _count(r["re_read"]), _count(r["skip"])] for r in rows])
     t = out["totals"]
-    skipping = [f"  {r['group']} {r['topic']}-{r['partition']}: {r['note']}: skips {_count(r['skip'])} record(s)"
-                for r in rows if r["skip"] is not None and _count(r["skip"]).may_be_positive]
+    skipping = [f"  {r['group']} {r['topic']}-{r['partition']}: {r['note']}: skips {skip} record(s)"
+                for r in rows if (skip := _count(r["skip"])) is not None and skip.may_be_positive]
     return "\n".join([body, head, f"committed offsets read on {out['source']}: MM2's checkpoints re-read "
                        f"{_count(t['re_read'])} and skip {_count(t['skip'])} records over {t['committed_partitions']} "
                        f"committed partition(s) ({t['without_checkpoint']} without a checkpoint, {t['skipping']} whose "

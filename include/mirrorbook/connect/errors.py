@@ -8,7 +8,7 @@ words, with the connector's real name, so `str(error)` says where it happened wi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from mirrorbook.bounds import cut
 from mirrorbook.redaction import redact_text
@@ -193,6 +193,13 @@ class ConnectDeadlineExceeded(ConnectError):
         return self.message  # already names the attempts and the last error's status
 
 
+class _Answered(TypedDict):
+    """What every error made from a response carries."""
+
+    status: int
+    where: Where
+
+
 def from_response(status: int, body: object, where: Where) -> ConnectError:
     message = ""
     if isinstance(body, dict):
@@ -202,7 +209,7 @@ def from_response(status: int, body: object, where: Where) -> ConnectError:
     # Connect echoes configs in its errors (a rejected connector config, a JAAS line): scrubbed before the
     # message reaches a log line, an exception or the audit trail.
     message = cut(redact_text(message), MESSAGE_LIMIT) or f"HTTP {status}"
-    kw = dict(status=status, where=where)
+    kw: _Answered = {"status": status, "where": where}
     if status in (401, 403):  # its headline says who was refused, and why (ConnectAuthRefused)
         return ConnectAuthRefused(
             message,

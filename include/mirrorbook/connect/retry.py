@@ -69,6 +69,8 @@ class Schedule:
         self._deadline: stop_base = stop_after_delay(self._last_start)
         self._attempts: stop_base = stop_never if policy.max_attempts is None else stop_after_attempt(
             policy.max_attempts)
+        # tenacity types retry_object as a Retrying, which only its own call loop needs; the strategies asked
+        # here read the attempt number and the clock alone.
         self._state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
         self._state.start_time = clock()
         self.out_of_time = False  # True once the deadline (not max_attempts) ended the call

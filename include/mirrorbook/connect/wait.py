@@ -112,7 +112,8 @@ async def async_wait_for(client: AsyncConnectClient, name: str, target: str, *, 
     waiter = _Waiter(client, name, target, timeout_s, min_tasks, fail_fast, missing_ok)
     while True:
         try:
-            done = waiter.judge(await client.run(waiter.call, deadline_s=waiter.poll_deadline()), None)
+            status = await client.run(waiter.call, deadline_s=waiter.poll_deadline())
+            done = waiter.judge(status, None)
         except ConnectError as exc:
             done = waiter.judge(None, exc)
         if done:

@@ -8,18 +8,19 @@ run — records it as planned with the precondition it checked, and performs not
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 from pydantic import BaseModel, Field
 
 from mirrorbook.audit import AuditEvent, AuditStore
 from mirrorbook.audit.models import RequestSummary
-from mirrorbook.errors import ALREADY_CHANGED, GateRefused, MirrorbookError, Refused  # noqa: F401 — GateRefused
+from mirrorbook.errors import ALREADY_CHANGED, MirrorbookError, Refused
 from mirrorbook.redaction import get_logger
 from mirrorbook.core.changes import Changes, accepted, roles_noted
 
@@ -77,11 +78,11 @@ def summarize_body(body: Any, limit: int = 5) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class Mutation:
+class Mutation(Generic[T]):
     """One mutating call, as `Step.mutate_all` takes it (see `Step.mutate` for the fields)."""
 
     action: str
-    do: Callable[[], Any]
+    do: Callable[[], T]
     method: str
     path: str
     precondition: str
@@ -135,7 +136,7 @@ class Step:
         return self.mutate_all([Mutation(action, do, method=method, path=path, body=body,
                                          precondition=precondition, expect=expect)])[0]
 
-    def mutate_all(self, calls: Sequence[Mutation], *, concurrency: int = 1) -> list[Any]:
+    def mutate_all(self, calls: Sequence[Mutation[T]], *, concurrency: int = 1) -> list[T | None]:
         """`mutate` for independent calls (one per consumer group, say), side by side up to `concurrency`.
 
         Every intent is committed, in one transaction, before any call is made, and every outcome after all
@@ -263,7 +264,7 @@ class Runbook:
         if isinstance(exc, MirrorbookError):
             exc.changed = said  # an outer step sees the same changes, or more: the latest wins
         elif not any(n.startswith(ALREADY_CHANGED) for n in getattr(exc, "__notes__", [])):
-            exc.add_note(f"{ALREADY_CHANGED}: {said}")
+            _add_note(exc, f"{ALREADY_CHANGED}: {said}")
 
     def _finish(self, step: Step, started: datetime, t0: float, error: str | None = None) -> None:
         o = step.outcome
@@ -286,6 +287,13 @@ class Runbook:
         return {"run_id": self.info.run_id, "dry_run": self.dry_run,
                 "mutations": sum(o.mutations for o in self.outcomes),
                 "steps": [o.model_dump(mode="json") for o in self.outcomes]}
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:  # Python 3.10 (still supported) has no add_note: `guarded` reads __notes__ all the same
+        setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])
 
 
 def _status_of(exc: BaseException) -> int | None:

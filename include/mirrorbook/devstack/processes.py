@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Sequence
 
 import psutil
 from pydantic import BaseModel
@@ -86,7 +87,7 @@ def start_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: 
 
 
 def run_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: list[str],
-             log_path: Path, label: str, timeout: float = 120, *, secret_args: list[str] = (),
+             log_path: Path, label: str, timeout: float = 120, *, secret_args: Sequence[str] = (),
              argfile: Path | None = None) -> str:
     """Run a short-lived JVM tool to completion; a failure names its log.
 

@@ -14,7 +14,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -257,9 +257,9 @@ class DevStack:
             extra = state.kafka_config(alias, "mirrorbook")
             conns[spec.connection_id] = {"conn_type": "kafka", "extra": extra if isinstance(extra, dict)
                                          else {"bootstrap.servers": extra}}
-        for alias, spec in topo.connect_clusters.items():
+        for alias, connect in topo.connect_clusters.items():
             port = state.workers[alias].rest_port
-            conns[spec.connection_id] = sec.connect_connection(port) if sec else {
+            conns[connect.connection_id] = sec.connect_connection(port) if sec else {
                 "conn_type": "kafka_connect", "host": "localhost", "port": port, "schema": "http"}
         if state.spark:
             conns[spark.CONN_ID] = state.spark.connection()
@@ -420,7 +420,7 @@ class DevStack:
                     only: str | None, members: list[Any], label: str,
                     needs: Callable[[Any], list[tuple[int, str]]], heap_mb: int, main: str,
                     props: Callable[[Any], Path], wait: Callable[[Any, float], None],
-                    extra_opts: list[str] = ()) -> None:
+                    extra_opts: Sequence[str] = ()) -> None:
         """Start the members (brokers or workers) that are not running — each after checking its ports, and
         recorded at once (so `down` finds it even if a later one fails) — then wait until each one started
         answers."""
@@ -547,7 +547,7 @@ class DevStack:
                 continue
             worker = state.workers[flow.connect_cluster]
             with ConnectClient(state.connect_settings(flow.connect_cluster), retry=NO_RETRY) as client:
-                for role, name in flow.connectors.items():
+                for role, name in flow.connector_names.items():
                     try:
                         wait_for(client, name, "RUNNING", timeout_s=max(1.0, deadline - time.monotonic()),
                                  min_tasks=0 if role == "checkpoint" else 1, missing_ok=True)
@@ -591,7 +591,7 @@ class DevStack:
         with ConnectClient(state.connect_settings(target)) as client:
             for name, cfg in configs.items():
                 client.put_config(name, {**cfg, "offset-syncs.topic.location": "target"})
-            for role, name in flow.connectors.items():
+            for role, name in flow.connector_names.items():
                 wait_for(client, name, "RUNNING", timeout_s=timeout_s, missing_ok=True,
                          min_tasks=1 if role == "heartbeat" else 0)
         return Topology(clusters=clusters, connect_clusters=topo.connect_clusters, flows=[*topo.flows, flow],
@@ -600,7 +600,7 @@ class DevStack:
     def remove_flow(self, flow: FlowSpec) -> None:
         state = self.require()
         with ConnectClient(state.connect_settings(flow.connect_cluster)) as client:
-            for _, name in flow.connectors.items():
+            for _, name in flow.connector_names.items():
                 try:
                     client.delete(name)
                 except ConnectorNotFound:
@@ -613,7 +613,7 @@ class DevStack:
         for flow in state.flows():
             worker = state.workers.get(flow.connect_cluster)
             connectors: dict[str, Any] = {}
-            for role, name in flow.connectors.items():
+            for role, name in flow.connector_names.items():
                 connectors[name] = self._connector_status(state, worker, name)
             flows.append({"name": flow.name, "source": flow.source, "target": flow.target,
                           "connect_url": worker.url if worker else None, "connectors": connectors})

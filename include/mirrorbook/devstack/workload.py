@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from confluent_kafka import Producer
 from pydantic import BaseModel
@@ -168,8 +168,7 @@ def park_groups(admin: KafkaAdmin, topics: list[str], groups: list[GroupSpec]) -
     highs = admin.high_watermarks(tps)
     wanted: dict[str, dict[TP, int]] = {}
     for g in groups:
-        offsets = {tp: g.offset(highs[tp]) for tp in tps}
-        offsets = {tp: o for tp, o in offsets.items() if o is not None}
+        offsets = {tp: o for tp in tps if (o := g.offset(highs[tp])) is not None}
         if offsets:
             wanted[g.name] = offsets
     results = admin.alter_group_offsets(wanted)
@@ -181,7 +180,7 @@ def park_groups(admin: KafkaAdmin, topics: list[str], groups: list[GroupSpec]) -
 
 
 def load(config: str | Mapping[str, Any], topics: list[str], partitions: int, records_per_partition: int,
-         groups: list[GroupSpec] = (), *, pad: int = 0, origin: str = "workload", transactions: int = 0,
+         groups: Sequence[GroupSpec] = (), *, pad: int = 0, origin: str = "workload", transactions: int = 0,
          abort_every: int = 0) -> LoadReport:
     """Topics, records and parked groups. With `transactions`, the records are written in that many transactions
     of `records_per_partition` records per partition each (`produce_transactional`)."""

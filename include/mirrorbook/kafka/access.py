@@ -13,7 +13,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -95,7 +95,7 @@ class _Tap(logging.Handler):
             self.then.handle(record)
 
 
-def classify(errors: list[KafkaError], who: Who, lines: list[str] = ()) -> AccessDenied | None:
+def classify(errors: list[KafkaError], who: Who, lines: Sequence[str] = ()) -> AccessDenied | None:
     """The refusal among what librdkafka reported, or None (down, or nothing wrong)."""
     for err in errors:
         text = err.str()

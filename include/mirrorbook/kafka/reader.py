@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Iterator, Literal, Mapping, Protocol, cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.config import client_config
@@ -24,6 +24,21 @@ from mirrorbook.kafka.types import TP
 
 class ReadTimeout(MirrorbookError):
     pass
+
+
+class Consumed(Protocol):
+    """A message a consumer of assigned partitions returns, as the reads here see it: confluent_kafka's Message,
+    whose stub allows None for topic, partition and offset because a client-level error event has none. A
+    record, and an end-of-partition event, always has them; other error events are raised on."""
+
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> list[tuple[str, bytes | None]] | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def error(self) -> KafkaError | None: ...
 
 
 def _consumer(config: str | Mapping[str, Any], **extra: Any) -> Consumer:
@@ -50,7 +65,7 @@ Isolation = Literal["read_committed", "read_uncommitted"]
 
 def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, int]], *,
                 timeout_s: float = 60.0, batch: int = 5000,
-                isolation: Isolation = "read_committed") -> Iterator[Message]:
+                isolation: Isolation = "read_committed") -> Iterator[Consumed]:
     """Yield every record with start <= offset < end for each partition, in offset order per partition.
 
     Offsets missing from a partition (compaction, transaction markers, aborted records read_committed) are
@@ -58,34 +73,36 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
     position or the partition's end (as this isolation level sees it) reaches `end`. Read committed, a range
     past the last stable offset waits for the open transaction (up to `timeout_s`): clip it first.
     """
-    pending = {tp: (s, e) for tp, (s, e) in ranges.items() if e > s}
+    # Keyed by plain tuples too: a record's (topic, partition) finds its TP (a million a read: no TP made).
+    pending: dict[tuple[str, int], tuple[int, int]] = {tp: (s, e) for tp, (s, e) in ranges.items() if e > s}
     if not pending:
         return
     consumer = _consumer(config, **{"isolation.level": isolation})
     try:
-        consumer.assign([TopicPartition(tp.topic, tp.partition, max(s, 0)) for tp, (s, _) in pending.items()])
+        consumer.assign([TopicPartition(topic, partition, max(s, 0)) for (topic, partition), (s, _) in pending.items()])
         deadline = time.monotonic() + timeout_s
         while pending:
             # A short timeout: consume() waits it out whenever fewer than `batch` records are left.
-            msgs = consumer.consume(num_messages=batch, timeout=0.05)
+            msgs = cast("list[Consumed]", consumer.consume(num_messages=batch, timeout=0.05))
             done: list[TopicPartition] = []
             for m in msgs:
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        eof = TP(m.topic(), m.partition())
+                err = m.error()
+                if err:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof = (m.topic(), m.partition())
                         if eof in pending and m.offset() >= pending[eof][1]:
                             pending.pop(eof, None)
                         continue
-                    raise MirrorbookError(f"reading {m.topic()}-{m.partition()}: {m.error().str()}")
-                key = (m.topic(), m.partition())  # a plain tuple finds a TP key (a million a read: no TP made)
-                rng = pending.get(key)  # type: ignore[call-overload]
+                    raise MirrorbookError(f"reading {m.topic()}-{m.partition()}: {err.str()}")
+                key = (m.topic(), m.partition())
+                rng = pending.get(key)
                 if rng is None:
                     continue
                 offset = m.offset()
                 if offset < rng[1]:
                     yield m
                 if offset >= rng[1] - 1:
-                    pending.pop(key, None)  # type: ignore[call-overload]
+                    pending.pop(key, None)
                     done.append(TopicPartition(*key))
             if done:  # one call for the batch: each pause is a round trip through librdkafka's queues
                 consumer.pause(done)
@@ -93,28 +110,16 @@ def read_ranges(config: str | Mapping[str, Any], ranges: Mapping[TP, tuple[int, 
                 deadline = time.monotonic() + timeout_s
                 continue
             # No records: partitions whose position already reached `end` (gaps at the tail) are done.
-            positions = consumer.position([TopicPartition(tp.topic, tp.partition) for tp in pending])
+            positions = consumer.position([TopicPartition(*tp) for tp in pending])
             for p in positions:
-                tp = TP(p.topic, p.partition)
+                tp = (p.topic, p.partition)
                 if p.offset >= 0 and p.offset >= pending[tp][1]:
                     pending.pop(tp, None)
             if pending and time.monotonic() > deadline:
-                raise ReadTimeout(f"timed out reading {', '.join(str(tp) for tp in pending)} "
+                raise ReadTimeout(f"timed out reading {', '.join(str(TP(*tp)) for tp in pending)} "
                                   f"(no record for {timeout_s:.0f}s)")
     finally:
         consumer.close()
 
 
-def read_to_end(config: str | Mapping[str, Any], tps: list[TP], *, timeout_s: float = 60.0,
-                from_offsets: Mapping[TP, int] | None = None, isolation: str | None = None) -> Iterator[Message]:
-    """Yield every record from the beginning (or `from_offsets`) up to the high watermark seen at call time."""
-    from mirrorbook.kafka.admin import KafkaAdmin
-
-    admin = KafkaAdmin(config)
-    marks = admin.watermarks(tps)
-    start = from_offsets or {}
-    ranges = {tp: (max(start.get(tp, w.low), w.low), w.high) for tp, w in marks.items()}
-    yield from read_ranges(config, ranges, timeout_s=timeout_s, isolation=isolation)
-
-
-__all__ = ["read_ranges", "read_to_end", "ReadTimeout", "OFFSET_BEGINNING", "Isolation"]
+__all__ = ["read_ranges", "ReadTimeout", "OFFSET_BEGINNING", "Isolation", "Consumed"]

@@ -71,7 +71,8 @@ _MADE_MAX = 100_000
 
 
 def total(counts: Iterable[Count]) -> Count:
-    low, high = 0, 0
+    low = 0
+    high: int | None = 0  # None once a count is unbounded
     for c in counts:  # in plain ints: a sum over a hundred thousand rows makes one Count, not one per row
         low += c.low
         high = None if high is None or c.high is None else high + c.high

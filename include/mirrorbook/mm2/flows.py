@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,10 +54,10 @@ class FlowState(str, Enum):
     UNKNOWN = "UNKNOWN"  # mirrorbook's: the connectors could not be read (see the module docstring)
 
 
-# The KIP's four states: what a flow can be required to be (the choices of a form field, a Literal made from the
-# enum so that they cannot drift). UNKNOWN is no state to require.
-KIP1144_STATES = tuple(s.value for s in FlowState if s is not FlowState.UNKNOWN)
-FlowStateName = Literal[KIP1144_STATES]  # type: ignore[valid-type]
+# The KIP's four states: what a flow can be required to be (the choices of a form field). UNKNOWN is no state to
+# require. Spelled out (a type checker cannot read a Literal made at run time), and held to the enum here.
+FlowStateName = Literal["DISABLED", "REPLICATING", "CONCERNING", "NOT_REPLICATING"]
+assert set(get_args(FlowStateName)) == {s.value for s in FlowState} - {FlowState.UNKNOWN.value}
 
 
 class DetailedState(BaseModel):
@@ -215,7 +215,7 @@ class FlowStatus(BaseModel):
 def summarize_connectors(flow: FlowSpec, views: dict[str, ConnectorView] | None,
                          connect_error: str | None = None) -> dict[str, ConnectorSummary]:
     out = {}
-    for role, name in flow.connectors.items():
+    for role, name in flow.connector_names.items():
         cls = CONNECTOR_CLASSES[role]
         if views is None:
             out[role] = ConnectorSummary(name=name, role=role, connector_class=cls, state="UNKNOWN",
@@ -268,7 +268,7 @@ def compute_lag(flow: FlowSpec, offsets: ConnectorOffsets | None, highs: dict[TP
         p = entry.partition
         if p.get("cluster") != flow.source or entry.offset is None:
             continue
-        committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset.get("offset"))
+        committed[TP(p["topic"], int(p["partition"]))] = int(entry.offset["offset"])
     return lag_rows(flow, committed, highs, lows)
 
 

@@ -24,11 +24,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
-from confluent_kafka import Message
 
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import KafkaAdmin, KafkaAdminError
-from mirrorbook.kafka.reader import read_ranges
+from mirrorbook.kafka.reader import Consumed, read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import HEARTBEATS, ReplicationPolicy
 from mirrorbook.mm2.records import Checkpoint, Heartbeat, OffsetSync
@@ -80,7 +79,7 @@ class TopicRead:
     records: int = 0
     malformed: int = 0
 
-    def _bad(self, msg: Message, why: str) -> None:
+    def _bad(self, msg: Consumed, why: str) -> None:
         self.malformed += 1
         if self.malformed <= MAX_LOGGED_MALFORMED:
             log.warning("skipping malformed record %s-%d@%d: %s", msg.topic(), msg.partition(), msg.offset(), why)
@@ -209,7 +208,7 @@ def _why_checkpoint(key: bytes | None, value: bytes | None) -> str:
 
 # -- reading --------------------------------------------------------------------------------------
 
-def _records(config: Config, topic: str, timeout_s: float) -> Iterator[Message]:
+def _records(config: Config, topic: str, timeout_s: float) -> Iterator[Consumed]:
     """Every record of `topic` up to the high watermarks at call time."""
     admin = KafkaAdmin(config)
     try:
@@ -227,9 +226,9 @@ class CheckpointScanner:
         self._out = CheckpointLog(topic=topic)
         self._filter = group_filter
         self._keys: dict[bytes | None, Any] = {}  # raw key -> GroupKey, _FILTERED or None (malformed)
-        self._latest: dict[GroupKey, Message] = {}
+        self._latest: dict[GroupKey, Consumed] = {}
 
-    def feed(self, messages: Iterable[Message]) -> None:
+    def feed(self, messages: Iterable[Consumed]) -> None:
         out, keys, latest, group_filter = self._out, self._keys, self._latest, self._filter
         records = 0
         for m in messages:
@@ -248,14 +247,16 @@ class CheckpointScanner:
     def result(self) -> CheckpointLog:
         out = self._out
         for gk, m in self._latest.items():
-            up, down, meta = decode_checkpoint_value(m.value())
+            value = m.value()
+            assert value is not None, "feed keeps only values checkpoint_value_ok accepted"
+            up, down, meta = decode_checkpoint_value(value)
             out.latest[gk] = Checkpoint(gk[0], gk[1], gk[2], up, down, meta)
             out.written_ms[gk] = m.timestamp()[1]
         out._summary()
         return out
 
 
-def scan_checkpoints(messages: Iterable[Message], topic: str,
+def scan_checkpoints(messages: Iterable[Consumed], topic: str,
                      group_filter: Callable[[str], bool] | None = None) -> CheckpointLog:
     """Reduce checkpoint records to the last one per (group, topic, partition), in one pass."""
     scanner = CheckpointScanner(topic, group_filter)
@@ -279,15 +280,15 @@ def read_checkpoints(config: Config, source_alias: str, *, policy: ReplicationPo
     return scan_checkpoints(_records(config, topic, timeout_s), topic, group_filter)
 
 
-def scan_offset_syncs(messages: Iterator[Message], topic: str) -> OffsetSyncLog:
+def scan_offset_syncs(messages: Iterator[Consumed], topic: str) -> OffsetSyncLog:
     out = OffsetSyncLog(topic=topic)
-    tps: dict[bytes | None, TP | None] = {}
+    tps: dict[bytes | None, TP] = {}  # a key decoded once (a partition's syncs share it)
     for m in messages:
         out.records += 1
         k, v = m.key(), m.value()
         try:
-            tp = tps.get(k, _MISSING)  # type: ignore[arg-type]
-            if tp is _MISSING:
+            tp = tps.get(k)
+            if tp is None:
                 sync = decode_offset_sync(k, v)
                 tp = tps[k] = TP(sync.topic, sync.partition)
             else:
@@ -317,7 +318,7 @@ class HeartbeatScanner:
     def __init__(self, topic: str) -> None:
         self._out = HeartbeatLog(topic=topic)
 
-    def feed(self, messages: Iterable[Message]) -> None:
+    def feed(self, messages: Iterable[Consumed]) -> None:
         out = self._out
         for m in messages:
             out.records += 1
@@ -331,7 +332,7 @@ class HeartbeatScanner:
         return self._out
 
 
-def scan_heartbeats(messages: Iterable[Message], topic: str) -> HeartbeatLog:
+def scan_heartbeats(messages: Iterable[Consumed], topic: str) -> HeartbeatLog:
     scanner = HeartbeatScanner(topic)
     scanner.feed(messages)
     return scanner.result()
@@ -341,7 +342,7 @@ Scanner = CheckpointScanner | HeartbeatScanner
 _topic_of = operator.methodcaller("topic")
 
 
-def scan_topics(messages: Iterable[Message], scanners: Mapping[str, Scanner]) -> None:
+def scan_topics(messages: Iterable[Consumed], scanners: Mapping[str, Scanner]) -> None:
     """Feed records read from several MM2 topics by one consumer to each topic's scanner. A consumer hands
     out a partition's records in runs, and each run goes to its scanner whole, so the per-record loop
     stays the scanner's own."""

@@ -29,15 +29,16 @@ STATUS_TOTAL = 100_000  # offsets one status reads at most, over all its partiti
 
 
 def range_of(row: "PartitionLag") -> tuple[int, int]:
-    """The source offsets a row's lag covers: from the connector's next offset (or the log start) to the end."""
-    return row.high_watermark - row.offset_lag, row.high_watermark
+    """The source offsets a row's lag covers: from the connector's next offset (or the log start) to the end (none
+    for a row without its offsets lag: a sample older than it)."""
+    return row.high_watermark - (row.offset_lag or 0), row.high_watermark
 
 
 def count_lag(admin: KafkaAdmin, rows: Iterable["PartitionLag"], *, above: int = 0,
               per_partition: int = PER_PARTITION, total: int = STATUS_TOTAL) -> list["PartitionLag"]:
     """`rows` with their lag in records established wherever their offsets lag exceeds `above`."""
     rows = list(rows)
-    wanted = {TP(r.topic, r.partition): range_of(r) for r in rows if r.offset_lag > above}
+    wanted = {TP(r.topic, r.partition): range_of(r) for r in rows if (r.offset_lag or 0) > above}
     counts = count_records(admin, wanted, per_partition=per_partition, total=total) if wanted else {}
     out = []
     for r in rows:
@@ -50,9 +51,10 @@ def read_part(row: Mapping[str, Any] | None) -> tuple[int, int, int] | None:
     """(start, end, records) of a sampled lag row (`FlowStatus.metrics`' partitions, or a replication sample's):
     the source offsets its count covers — from the connector's next offset to where the read stopped — and the
     records counted there. None for a row sampled before lag was counted in records, or that read nothing."""
+    if row is None:
+        return None
     try:
-        hw, offsets, lag, low = (int(row[k])  # type: ignore[index]
-                                 for k in ("high_watermark", "offset_lag", "lag", "lag_low"))
+        hw, offsets, lag, low = (int(row[k]) for k in ("high_watermark", "offset_lag", "lag", "lag_low"))
     except (KeyError, TypeError, ValueError):
         return None
     start, end = hw - offsets, hw - (lag - low)

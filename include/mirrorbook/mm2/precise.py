@@ -66,11 +66,10 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
 
-from confluent_kafka import Message
 from pydantic import BaseModel
 
 from mirrorbook.kafka.admin import KafkaAdmin
-from mirrorbook.kafka.reader import Isolation, read_ranges
+from mirrorbook.kafka.reader import Consumed, Isolation, read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import (Config, OffsetSyncsLocation, read_checkpoints, read_offset_syncs)
 from mirrorbook.mm2.counts import ZERO, Count, total
@@ -97,13 +96,13 @@ class Rec(NamedTuple):
     content: tuple  # (key, value, headers, timestamp ms)
 
 
-def content_of(m: Message) -> tuple:
+def content_of(m: Consumed) -> tuple:
     """A record's identity for matching. Timestamp *type* is ignored: MM2 writes LogAppendTime
     timestamps of the source as CreateTime on the target."""
     return m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]
 
 
-def rec(m: Message) -> Rec:
+def rec(m: Consumed) -> Rec:
     return Rec(m.offset(), content_of(m))
 
 
@@ -890,7 +889,7 @@ def _clip(r: tuple[int, int], marks: Marks) -> tuple[int, int]:
 class _Context(NamedTuple):
     """What counting a row's positions needs of its partition pair."""
 
-    index: SyncIndex
+    sync_index: SyncIndex  # not `index`: a tuple's own method
     source: PartitionData
     target: PartitionData
     source_marks: Marks
@@ -909,14 +908,14 @@ def _proven_row(i: Item, proof: Proof, target_marks: Marks) -> PartitionTranslat
 
 def _row(i: Item, proof: Proof, ctx: _Context, fallback: bool = True) -> PartitionTranslation:
     c = i.committed
-    syncs, source, target, source_marks, target_marks = ctx.index.syncs, ctx.source, ctx.target, ctx.source_marks, \
-        ctx.target_marks
+    syncs, source, target, source_marks, target_marks = ctx.sync_index.syncs, ctx.source, ctx.target, \
+        ctx.source_marks, ctx.target_marks
     mm2 = i.checkpoint.downstream_offset if i.checkpoint is not None else None
     row = PartitionTranslation.model_construct(
         group=i.group, source_topic=i.src.topic, target_topic=i.tgt.topic, partition=i.src.partition,
         source_offset=c, mm2_offset=mm2, checkpoint_upstream=i.checkpoint.upstream_offset if i.checkpoint else None,
         mm2_re_read=None, mm2_skip=None, precise_offset=proof.offset, proof=proof.rule, reason=proof.reason,
-        sync_offset=sync_position(ctx.index.window(c), target_marks), target_log_start=target_marks.low,
+        sync_offset=sync_position(ctx.sync_index.window(c), target_marks), target_log_start=target_marks.low,
         fallback_offset=None, fallback_rule=None, fallback_re_read=None, fallback_skip=None, offset=None,
         re_read=ZERO, skip=ZERO)
 
@@ -937,8 +936,8 @@ def _row(i: Item, proof: Proof, ctx: _Context, fallback: bool = True) -> Partiti
         row.fallback_offset, row.fallback_rule, row.fallback_re_read, row.fallback_skip = best
     if proof.proven:
         row.offset, row.re_read, row.skip = proof.offset, ZERO, ZERO
-    else:
-        row.offset, row.re_read, row.skip = row.fallback_offset, row.fallback_re_read, row.fallback_skip
+    elif fallback:  # always, for a row not proven (translate_items)
+        row.offset, _, row.re_read, row.skip = best
     return row
 
 

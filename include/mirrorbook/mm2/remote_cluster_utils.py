@@ -38,9 +38,9 @@ def count_hops_for_topic(topic: str, source_alias: str, policy: ReplicationPolic
     hops = 0
     visited: set[str] = set()
     current: str | None = topic
-    while True:
+    while current is not None:
         hops += 1
-        source = policy.topic_source(current) if current is not None else None
+        source = policy.topic_source(current)
         if source is None:
             return -1
         if source == source_alias:
@@ -49,6 +49,7 @@ def count_hops_for_topic(topic: str, source_alias: str, policy: ReplicationPolic
             return -1
         visited.add(source)
         current = policy.upstream_topic(current)
+    return -1
 
 
 def all_sources(topic: str, policy: ReplicationPolicy | None = None) -> set[str]:

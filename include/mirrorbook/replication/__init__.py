@@ -7,26 +7,34 @@ A flow names its backend (`backend:` in the topology, `mm2-connect` by default);
 from __future__ import annotations
 
 import asyncio
-import importlib
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Protocol, get_args
 
 from mirrorbook.replication.backend import (ACTION_TARGET, TARGET_ACTION, FlowAction, FlowTarget, OffsetMapping,
                                             ReplicationBackend)
 from mirrorbook.topology import BackendKind
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from mirrorbook.clients import Clients
     from mirrorbook.mm2.flows import FlowStatus
     from mirrorbook.topology import FlowSpec
 
 BACKENDS: tuple[str, ...] = get_args(BackendKind)
-_MODULES = {"mm2-connect": "mirrorbook.replication.mm2_connect"}
 
 
-def _module(kind: str) -> "ModuleType":
-    return importlib.import_module(_MODULES[kind])
+class _Kind(Protocol):
+    """What the module of each backend kind provides."""
+
+    def backend(self, clients: Clients, flow: FlowSpec) -> ReplicationBackend: ...
+
+    async def all_status(self, clients: Clients, flows: list[FlowSpec], *, with_lag: bool) -> list[FlowStatus]: ...
+
+
+def _module(kind: str) -> _Kind:
+    """The module of a backend kind, imported when a flow first needs it."""
+    if kind == "mm2-connect":
+        from mirrorbook.replication import mm2_connect
+        return mm2_connect
+    raise KeyError(kind)
 
 
 def backend_for(clients: "Clients", flow: "FlowSpec") -> ReplicationBackend:

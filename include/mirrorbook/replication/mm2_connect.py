@@ -59,7 +59,7 @@ class Mm2ConnectBackend:
     async def adescribe_parts(self) -> dict[str, ConnectorView | None]:
         async with self.clients.async_connect(self.flow) as client:
             views: dict[str, ConnectorView] = await client.list(("info", "status"))
-        return {role: views.get(name) for role, name in self.flow.connectors.items()}  # type: ignore[union-attr]
+        return {role: views.get(name) for role, name in self.flow.connector_names.items()}
 
     def in_state(self, target: FlowTarget, *, parts: str = "all") -> bool:
         with self.clients.connect(self.flow) as client:

@@ -66,13 +66,13 @@ def plan_change(action: str, current: ConnectorOffsets, requested: ConnectorOffs
 
 def _expected_after(action: str, current: ConnectorOffsets, change: ConnectorOffsets | str,
                     snapshot: ConnectorOffsets | None) -> dict[str, Any]:
-    if change == RESET:
+    if not isinstance(change, ConnectorOffsets):  # RESET
         return {}
     if action == "restore":
         assert snapshot is not None
         return snapshot.by_partition()
     after = current.by_partition()
-    for e in change.offsets:  # type: ignore[union-attr]
+    for e in change.offsets:
         if e.offset is None:
             after.pop(_key(e.partition), None)
         else:
@@ -104,7 +104,10 @@ def change_offsets(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: s
     with rb.step(f"offsets.{action}", flow.name) as step:
         status = client.status(name)
         current = client.get_offsets(name)
-        snapshot = load_snapshot_offsets(rb, snapshot_id, name) if action == "restore" else None
+        snapshot = None
+        if action == "restore":
+            assert snapshot_id is not None, "OffsetsParams requires a snapshot_id for restore"
+            snapshot = load_snapshot_offsets(rb, snapshot_id, name)
         step.observe({**connector_state(status), "partitions": len(current.offsets)})
         step.note(connector=name, role=role, stop_first=stop_first, restore_from=snapshot_id, effect=effect)
         change = plan_change(action, current, requested, snapshot)
@@ -138,7 +141,8 @@ def change_offsets(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: s
                             f"{name} will be STOPPED by the previous call")
             if effect:
                 precondition += f"; effect on replication: {effect}"
-            call = (Endpoints.reset_offsets(name) if change == RESET else Endpoints.alter_offsets(name, change))
+            call = (Endpoints.alter_offsets(name, change) if isinstance(change, ConnectorOffsets) else
+                    Endpoints.reset_offsets(name))  # RESET
             expected = _expected_after(action, current, change, snapshot)
             mutate_connect(step, client, call, action="offsets.reset" if change == RESET else f"offsets.{action}",
                            precondition=precondition, expect=ConnectorOffsetsAre(connector=name, offsets=expected))

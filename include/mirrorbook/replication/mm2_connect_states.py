@@ -17,7 +17,7 @@ from mirrorbook.connect.errors import ConnectorNotFound
 from mirrorbook.connect.models import ConnectorStatus
 from mirrorbook.connect.wait import WaitTimeout, reached, wait_for
 from mirrorbook.replication.connect_calls import mutate_connect
-from mirrorbook.replication.backend import TARGET_ACTION
+from mirrorbook.replication.backend import TARGET_ACTION, FlowTarget
 from mirrorbook.replication.expect import ConnectorState
 from mirrorbook.topology import FlowSpec
 
@@ -65,7 +65,7 @@ def wait_caused(client: ConnectClient, name: str, target: str, timeout_s: float,
         return wait_for(client, name, target, timeout_s=max(timeout_s - RESTART_SETTLE_S, 1.0))
 
 
-def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: str, target: str, *,
+def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, role: str, target: FlowTarget, *,
                         wait: bool = True, timeout_s: float = 120.0, sent: Callable[[], None] | None = None
                         ) -> "StepOutcome":
     """`sent`: called once this part's call was made (or found not needed, or failed), before its step closes."""
@@ -98,7 +98,7 @@ def roles_for(selection: str, target: str) -> list[str]:
     return list(order) if selection == "all" else [selection]
 
 
-def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str, target: str, *,
+def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str, target: FlowTarget, *,
                    wait: bool = True, timeout_s: float = 120.0) -> list["StepOutcome"]:
     """Each selected part toward `target`, one after the other in `roles_for`'s order (a call that fails leaves the
     parts after it as they were) — except stops not waited for, which are requested side by side (`_stop_at_once`).
@@ -144,7 +144,7 @@ def parts_status(client: ConnectClient, flow: FlowSpec, deadline_s: float) -> di
     such connector). Raises the ConnectError of the first read that fails."""
     end = time.monotonic() + deadline_s
     out: dict[str, ConnectorStatus | None] = {}
-    for role, name in flow.connectors.items():
+    for role, name in flow.connector_names.items():
         try:
             # Every read gets what is left, and never less than one short attempt.
             out[role] = client.run(Endpoints.status(name), deadline_s=max(0.5, end - time.monotonic()))

@@ -5,11 +5,11 @@ connector summaries, lag in records)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 from mirrorbook.clients import Clients
 from mirrorbook.connect import AsyncConnectClient, ConnectError
-from mirrorbook.connect.models import ConnectorView
+from mirrorbook.connect.models import ConnectorOffsets, ConnectorView
 from mirrorbook.errors import Refused
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.flows import (FlowStatus, PartitionLag, Unreadable, compute_lag, detailed_state, replicated_topics,
@@ -18,13 +18,23 @@ from mirrorbook.mm2.lag import count_lag
 from mirrorbook.mm2.policy import ReplicationPolicy
 from mirrorbook.topology import FlowSpec
 
+class StatusReads(Protocol):
+    """What a flow's status reads from Connect: a client's answers, or a listing its cluster's flows share."""
+
+    async def list(self, expand: tuple[str, ...] = ()) -> Any: ...
+
+    async def get_offsets(self, name: str) -> ConnectorOffsets: ...
+
+
 async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True,
-                            connect: AsyncConnectClient | None = None, count_above: int = 0) -> FlowStatus:
+                            connect: StatusReads | None = None, count_above: int = 0) -> FlowStatus:
     """Everything a flow's status needs, fetched concurrently (Connect and both clusters at once). Lag is
     counted in records wherever its offsets exceed `count_above` (a gate's max_lag: within it by offsets is
     within it by records)."""
-    own = connect is None
-    client = connect or clients.async_connect(flow)
+    own: AsyncConnectClient | None = None  # a client made here is closed here
+    client = connect
+    if client is None:
+        client = own = clients.async_connect(flow)
     errors: list[str] = []
     try:
         views_task = asyncio.create_task(client.list(("status", "info")))
@@ -48,12 +58,12 @@ async def async_flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool 
         target_topics, cluster_id = await _guard(target_task, errors, f"cluster {flow.target}", ([], None))
         source_parts = await _guard(source_task, errors, f"cluster {flow.source}", None) if source_task else None
     finally:
-        if own:
-            await client.close()
+        if own is not None:
+            await own.close()
 
     connectors = summarize_connectors(flow, views, unreadable.cause if unreadable else None)
     detail = detailed_state(connectors, views is not None)
-    offsets_topics = {e.partition.get("topic") for e in (offsets.offsets if offsets else [])}
+    offsets_topics = {t for e in (offsets.offsets if offsets else []) if isinstance(t := e.partition.get("topic"), str)}
     topics = replicated_topics(flow, target_topics, offsets_topics)
     lag: list[PartitionLag] = []
     # Lag needs the source connector's offsets: with Connect unreadable it is not known (and not shown as a figure).
@@ -99,15 +109,15 @@ def flow_status(clients: Clients, flow: FlowSpec, *, with_lag: bool = True, coun
 
 
 class _SharedListing:
-    """A Connect client whose connector listing (status + info of every connector on the cluster) is
-    fetched once and shared by all the cluster's flows; every other call goes through."""
+    """A Connect client's reads whose connector listing (status + info of every connector on the cluster) is
+    fetched once and shared by all the cluster's flows; the offsets are read through."""
 
     def __init__(self, client: AsyncConnectClient) -> None:
         self._client = client
         self._listings: dict[tuple[str, ...], asyncio.Future[Any]] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+    async def get_offsets(self, name: str) -> ConnectorOffsets:
+        return await self._client.get_offsets(name)
 
     async def list(self, expand: tuple[str, ...] = ()) -> Any:
         if expand not in self._listings:
@@ -125,7 +135,7 @@ async def async_all_flow_status(clients: Clients, flows: list[FlowSpec] | None =
     shared = {cc: _SharedListing(c) for cc, c in zip(first, made)}
     try:
         return list(await asyncio.gather(*(async_flow_status(clients, f, with_lag=with_lag,
-                                                             connect=shared[f.connect_cluster])  # type: ignore
+                                                             connect=shared[f.connect_cluster])
                                            for f in flows)))
     finally:
         await asyncio.gather(*(c.close() for c in made))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from html import escape
+from typing import Sequence
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 STATUS_COLORS = {"ok": "#2ca02c", "noop": "#9ecae1", "planned": "#c7c7c7", "refused": "#ff7f0e", "error": "#d62728"}
@@ -57,7 +58,7 @@ def _svg(width: int, height: int, body: list[str], title: str) -> str:
             + "".join(body) + "</svg>")
 
 
-def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, markers: list[Marker] = (),
+def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, markers: Sequence[Marker] = (),
                width: int = 760, height: int = 260) -> str:
     left, right, top, bottom = 56, 16, 44, 40
     xs = [x for s in series for x, _ in s.points] + [m.x for m in markers]

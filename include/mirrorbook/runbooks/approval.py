@@ -96,6 +96,7 @@ def preview(rb: Runbook, steps: Iterable[Callable[[Runbook], Any]]) -> list[Plan
     """The calls `steps` would make now: each runs as a dry run on a Runbook of this run and task whose
     audit records nothing (`PreviewAudit`). A step that would refuse (an active group on the target, a
     connector that must be STOPPED) refuses here, before anyone is asked to approve a plan that cannot run."""
+    # PreviewAudit stands in for the AuditStore with what a dry run's steps use of it (and says so of the rest).
     dry = Runbook(rb.info, PreviewAudit(rb.audit), dry_run=True)  # type: ignore[arg-type]
     for step in steps:
         step(dry)

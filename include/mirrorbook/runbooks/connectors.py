@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from mirrorbook.connect.models import ConnectorStatus
 from mirrorbook.connect.wait import reached
-from mirrorbook.replication.backend import ACTION_TARGET, TARGET_ACTION
+from mirrorbook.replication.backend import ACTION_TARGET, TARGET_ACTION, FlowTarget
 from mirrorbook.replication.mm2_connect_states import decide, roles_for
 
-__all__ = ["ACTION_TARGET", "TARGET_ACTION", "rerun_sentence"]
+__all__ = ["ACTION_TARGET", "TARGET_ACTION", "FlowTarget", "rerun_sentence"]
 
 
-def rerun_sentence(statuses: dict[str, ConnectorStatus | None], selection: str, target: str) -> str:
+def rerun_sentence(statuses: dict[str, ConnectorStatus | None], selection: str, target: FlowTarget) -> str:
     """What `set_state(target, parts=selection)` would do from these statuses: the calls `decide` makes, per
     part, in the order it makes them; the parts it would leave as they are."""
     todo, left = [], []

@@ -30,12 +30,13 @@ import math
 import re
 import time
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
 from mirrorbook.clients import Clients
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import GateRefused, MirrorbookError
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2 import Translation
 from mirrorbook.mm2.flows import FlowStatus
@@ -46,11 +47,12 @@ from mirrorbook.reports.drill_report import (ARTIFACT_KIND, DrillSummary, LagBef
 from mirrorbook.runbooks import failover, move as moves, move_report
 from mirrorbook.runbooks.checks import describe_behind, drain_lag, drained, not_drained
 from mirrorbook.runbooks.drill_canary import CanaryConsumer, CanaryProducer, GroupRead
-from mirrorbook.core.engine import GateRefused, Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.health.results import known_loss
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
 from mirrorbook.runbooks.intents import GroupOffsets, GroupsAbsent, TopicsExist
 from mirrorbook.runbooks.params import FailoverParams, FlowParams, parse
+from mirrorbook.runbooks.plan import TranslationPlan
 from mirrorbook.topology import FlowSpec, Topology
 
 DRILL_SOURCE = "dr_drill"
@@ -417,8 +419,8 @@ def _resume_state(canary: CanaryState, plan: Any, remote: dict[TP, TP], reads: d
     if skipped:
         problems.append(f"{skipped} record(s) skipped: " + ", ".join(
             f"{o.group} {o.source_topic}-{o.partition} ({o.skipped})" for o in outcomes if o.skipped)[:500])
-    times = [r.first_record_at or r.assigned_at for r in reads.values()]
-    resumed = max(times) if times and all(times) else None
+    times = [t for r in reads.values() if (t := r.first_record_at or r.assigned_at) is not None]
+    resumed = max(times) if times and len(times) == len(reads) else None  # once every read has started
     return ResumeState(resumed_at=resumed, outcomes=outcomes, consumed_on_b=sum(r.count for r in reads.values()),
                        problems=problems)
 
@@ -454,7 +456,7 @@ def _delete_groups(rb: Runbook, clients: Clients, flow: FlowSpec, groups: list[s
             admin = clients.admin(cluster)
             present = sorted(set(groups) & set(admin.list_groups()))
             if present:
-                step.mutate("groups.delete", lambda a=admin, p=present: a.delete_groups(p), method="DeleteGroups",
+                step.mutate("groups.delete", partial(admin.delete_groups, present), method="DeleteGroups",
                             path=f"kafka://{cluster}/groups", body={"groups": present},
                             precondition="the drill's own canary groups, stopped by the drill",
                             expect=GroupsAbsent(cluster=cluster, groups=present))
@@ -489,7 +491,7 @@ def summarize(rb: Runbook, topology: Topology, params: DrillParams) -> DrillSumm
     resume = ResumeState.model_validate(resume) if resume else None
     restored = rb.progress_get(RESTORE_KEY) or {}
     kept = rb.progress_get(moves.PLAN_KEY)
-    plan = moves.TranslationPlan.from_stored(kept, rows=False) if kept else None
+    plan = TranslationPlan.from_stored(kept, rows=False) if kept else None
     steps, problems = _steps(rb)
     s = DrillSummary(run_id=rb.info.run_id, flow=flow.name, from_cluster=flow.source, to_cluster=flow.target,
                      translation=params.translation, finished_at=finished, steps=steps,

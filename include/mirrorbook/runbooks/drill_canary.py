@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
@@ -148,9 +148,10 @@ class CanaryConsumer:
         try:
             while not self._stop.is_set():
                 for m in self._consumer.consume(num_messages=200, timeout=0.1):
-                    if m.error():
-                        if m.error().code() != KafkaError._PARTITION_EOF:
-                            raise KafkaException(m.error())
+                    err = m.error()
+                    if err:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            raise KafkaException(err)
                         continue
                     self._take(m)
                     consumed += 1
@@ -187,7 +188,8 @@ class CanaryConsumer:
     def _reached_ends(self) -> bool:
         return self.read.assigned_at is not None and not self.ends
 
-    def _commit(self, asynchronous: bool) -> None:
+    # Literal, not bool: Consumer.commit is overloaded on each value (what it returns differs)
+    def _commit(self, asynchronous: Literal[True, False]) -> None:
         try:
             self._consumer.commit(asynchronous=asynchronous)
         except KafkaException as exc:

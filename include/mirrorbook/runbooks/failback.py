@@ -48,7 +48,7 @@ DIVERGENCE_KEY = "divergence"
 
 
 def _split(committed: dict[str, dict[TP, int]], original: FlowSpec, via: FlowSpec,
-           topics_on_to: dict[str, int]) -> tuple[dict, dict, list[str]]:
+           topics_on_to: dict[str, int]) -> tuple[dict[str, dict[TP, int]], dict[str, dict[TP, int]], list[str]]:
     """Partition a group's B offsets into: back-to-original (A.x -> x), through-reverse (x -> B.x), neither."""
     back_policy = ReplicationPolicy.for_flow(original)
     via_policy = ReplicationPolicy.for_flow(via)
@@ -98,7 +98,7 @@ def back_rows(clients: Clients, original: FlowSpec, back: dict[str, dict[TP, int
     orig_tps = {TP(policy.source_topic_of(tp.topic, original.source) or tp.topic, tp.partition) for tp in remote_tps}
     orig_marks = to_admin.watermarks(orig_tps)
 
-    plans: dict[tuple[str, TP], tuple[TP, int, int, tuple | None]] = {}
+    plans: dict[tuple[str, TP], tuple[TP, int, int, tuple[int, int, int | None] | None]] = {}
     want_from: dict[TP, list[tuple[int, int]]] = {}
     want_to: dict[TP, list[tuple[int, int]]] = {}
     for g, offs in back.items():

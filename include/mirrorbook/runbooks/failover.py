@@ -104,5 +104,5 @@ def compute_plan(rb: Runbook, clients: Clients, move: Move, groups: list[str]) -
     return TranslationPlan.of_table(table.add_rows(rows), **meta)
 
 
-def _row_key(r: PlanRow) -> tuple:
+def _row_key(r: PlanRow) -> tuple[str, str, int]:
     return (r.group, r.target_topic, r.partition)

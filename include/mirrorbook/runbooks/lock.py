@@ -16,7 +16,8 @@ from mirrorbook.audit import FlowLocked
 from mirrorbook.audit.models import LockHolder
 from mirrorbook.clients import Clients
 from mirrorbook.runbooks import intents
-from mirrorbook.core.engine import GateRefused, Runbook, StepOutcome
+from mirrorbook.core.engine import Runbook, StepOutcome
+from mirrorbook.errors import GateRefused
 from mirrorbook.topology import FlowSpec
 
 # DAG run states after which a run holds nothing any more.

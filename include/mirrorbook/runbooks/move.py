@@ -16,11 +16,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, cast
 
 from mirrorbook.clients import Clients
 from mirrorbook.bounds import cut, shown
-from mirrorbook.errors import MirrorbookError, Verdict
+from mirrorbook.errors import GateRefused, MirrorbookError, Verdict
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import total
@@ -30,7 +31,7 @@ from mirrorbook.mm2.remote_cluster_utils import group_matcher
 from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import unplanned
 from mirrorbook.runbooks.checks import drain_lag
-from mirrorbook.core.engine import GateRefused, Mutation, Runbook, StepOutcome
+from mirrorbook.core.engine import Mutation, Runbook, StepOutcome
 from mirrorbook.runbooks.intents import GroupOffsets
 from mirrorbook.runbooks.params import FailbackParams, FailoverParams, InvalidParams, MoveParams, Preflight
 from mirrorbook.runbooks.plan import INTERNAL_GROUPS, PlannedOffsets, TranslationPlan, managed_groups
@@ -79,9 +80,13 @@ def failback_move(params: FailbackParams, topology: Topology) -> Move:
     return Move("failback", flow, reverse, flow.target, flow.source, params, params.groups_regex(topology))
 
 
-def move_for(params: FailoverParams | FailbackParams, topology: Topology) -> Move:
+def move_for(params: MoveParams, topology: Topology) -> Move:
     """The move a runbook's validated parameters describe (their model says which direction)."""
-    return failback_move(params, topology) if isinstance(params, FailbackParams) else failover_move(params, topology)
+    if isinstance(params, FailbackParams):
+        return failback_move(params, topology)
+    if isinstance(params, FailoverParams):
+        return failover_move(params, topology)
+    raise TypeError(f"{type(params).__name__} describes no move: FailoverParams or FailbackParams")
 
 
 def other_flow(move: Move, topology: Topology) -> FlowSpec | None:
@@ -144,7 +149,7 @@ def preflight(params: MoveParams, context: Preflight) -> list[str]:
     unplanned move finds its groups in what survives on the target: its precheck looks."""
     if params.mode != "planned":
         return []
-    move = move_for(params, context.topology)  # type: ignore[arg-type]  # a failover or a failback
+    move = move_for(params, context.topology)
     admin = context.clients.admin(move.from_cluster)
     if not reachable(admin) or managed_groups(admin, move.regex):
         return []  # an unreachable cluster is precheck's to refuse, saying so
@@ -272,7 +277,7 @@ def translate(rb: Runbook, clients: Clients, move: Move,
 
 
 def _kept_plan(rb: Runbook) -> dict[str, Any]:
-    kept = rb.progress_get(PLAN_KEY)
+    kept: dict[str, Any] | None = rb.progress_get(PLAN_KEY)  # as TranslationPlan.stored() made it
     if not kept:
         raise GateRefused("No translation plan for this run: the translate task has not completed",
                           "clear and re-run the translate task first")
@@ -331,7 +336,7 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffset
                           {"cluster": plan.to_cluster, "groups": {g: {str(tp): o for tp, o in sorted(c.items())}
                                                                   for g, c in current.items() if g in wanted}},
                           note=f"committed offsets on {plan.to_cluster} before the {move.direction}")
-        step.mutate_all([Mutation("groups.alter_offsets", lambda g=g: _alter(admin, g, diff[g]),
+        step.mutate_all([Mutation("groups.alter_offsets", partial(_alter, admin, g, diff[g]),
                                   method="AlterConsumerGroupOffsets", path=f"kafka://{plan.to_cluster}/groups/{g}",
                                   body={"partitions": len(diff[g]),
                                         "offsets": {str(tp): o for tp, o in sorted(diff[g].items())[:5]}},
@@ -349,11 +354,12 @@ def verify_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffse
         if rb.dry_run:
             step.note(reason="dry run: nothing was written, nothing to verify")
             return step.outcome
-        got = clients.admin(plan.to_cluster).committed_offsets(plan.groups)
-        none: dict[TP, int] = {}
-        # (topic, partition) finds a TP key (a TP is that tuple): no object made per row
-        wrong = [f"{g} {t}-{p}: expected {o}, found {got.get(g, none).get((t, p), 'nothing')}"  # type: ignore[call-overload]
-                 for g, t, p, o in plan.rows if got.get(g, none).get((t, p)) != o]  # type: ignore[call-overload]
+        # Looked up by (topic, partition), which finds a TP key (a TP is that tuple): no object made per row.
+        committed = clients.admin(plan.to_cluster).committed_offsets(plan.groups)
+        got = cast("dict[str, dict[tuple[str, int], int]]", committed)
+        none: dict[tuple[str, int], int] = {}
+        wrong = [f"{g} {t}-{p}: expected {o}, found {got.get(g, none).get((t, p), 'nothing')}"
+                 for g, t, p, o in plan.rows if got.get(g, none).get((t, p)) != o]
         if wrong:
             raise VerifyFailed(f"Committed offsets on {plan.to_cluster} differ from the plan: " + "; ".join(wrong[:10])
                                + (f" (+{len(wrong) - 10} more)" if len(wrong) > 10 else ""))

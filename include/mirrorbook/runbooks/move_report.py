@@ -74,7 +74,7 @@ def report_json(report: dict[str, Any]) -> str:
 
 def read_report(path: Path | str) -> dict[str, Any]:
     """A report file as `move_report` made it, its rows one dict each (as a report kept before the columns)."""
-    report = json.loads(Path(path).read_text())
+    report: dict[str, Any] = json.loads(Path(path).read_text())
     if "rows" in report:
         report["rows"] = [r.model_dump() for r in report_rows(report)]
     return report

@@ -14,6 +14,7 @@ from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks import failback, failover, move_report, parity, rpo
 from mirrorbook.runbooks import move as moves
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
+from mirrorbook.runbooks.plan import TranslationPlan
 from mirrorbook.runbooks.report import run_report
 from mirrorbook.topology import Topology
 
@@ -56,7 +57,7 @@ def report(s: StepRun) -> dict[str, Any]:
     """The run's report: logged, written as JSON to the artifacts, listed in the audit; what XCom gets of it."""
     rb, clients, move = s.rb, s.clients, s.move
     kept = rb.progress_get(moves.PLAN_KEY)
-    plan = moves.TranslationPlan.from_stored(kept, rows=False) if kept else None
+    plan = TranslationPlan.from_stored(kept, rows=False) if kept else None
     extra: dict[str, Any] = {}
     if move.direction == "failover" and not move.planned and not rb.dry_run:
         extra["rpo"] = rpo.for_failover(rb, clients, move.flow, s.triggered_at)

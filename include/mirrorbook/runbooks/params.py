@@ -15,7 +15,7 @@ models (mirrorbook.airflow.forms), so what the UI offers and what the runbook ac
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -59,6 +59,9 @@ class FormParams(BaseModel):
         """Checks that need the audit store or a cluster, run once before anything changes.
         Raises InvalidParams for what makes the run impossible; returns warnings for the plan."""
         return []
+
+
+F = TypeVar("F", bound=FormParams)
 
 
 class FlowsSelection(FormParams):
@@ -107,12 +110,12 @@ class ChangeParams(FlowParams):
 
 ApprovalChoice = Literal["default", "required", "skip"]
 # Last in each form that has it (like parity): the runbook's own fields come first.
-APPROVAL_FIELD = Field("default", title="Approval",
-                       description="required: wait for a human to approve the plan (Required Actions) before anything "
-                                   "changes; skip: go on without asking; default: what the topology's `approval` says "
-                                   "for this runbook (required unless set). A dry run never waits",
-                       json_schema_extra={"values_display": {"default": "as the topology says",
-                                                             "required": "required", "skip": "skip"}})
+APPROVAL_FIELD: ApprovalChoice = Field(
+    "default", title="Approval",
+    description="required: wait for a human to approve the plan (Required Actions) before anything changes; skip: go "
+                "on without asking; default: what the topology's `approval` says for this runbook (required unless "
+                "set). A dry run never waits",
+    json_schema_extra={"values_display": {"default": "as the topology says", "required": "required", "skip": "skip"}})
 
 
 class ApprovedParams(ChangeParams):
@@ -154,9 +157,9 @@ class ApprovedParams(ChangeParams):
 
 
 Parity = Literal["spark", "off"]
-PARITY_FIELD = Field("spark", title="Parity proof",
-                     description="spark: after each change, a Spark job proves where offsets (and records) are; "
-                                 "off: only the step's own read-back")
+PARITY_FIELD: Parity = Field("spark", title="Parity proof",
+                             description="spark: after each change, a Spark job proves where offsets (and records) "
+                                         "are; off: only the step's own read-back")
 
 
 SPARK_CONNECT_FIELD = Field(None, title="Spark Connect connection",
@@ -201,7 +204,7 @@ class OffsetsParams(ApprovedParams):
     limits: ClassVar[dict[str, Limits]] = {"offsets": OFFSETS_LIMITS}
 
     connector: ConnectorRole = Field("source", title="Connector", description="which of the flow's MM2 connectors",
-                                     json_schema_extra={"values_display": CONNECTOR_CLASSES})
+                                     json_schema_extra={"values_display": {**CONNECTOR_CLASSES}})
     action: Literal["list", "alter", "reset", "restore"] = Field(
         "list", title="Action",
         description="list: read and keep them (a snapshot you can restore); alter: apply `offsets`; reset: delete "
@@ -393,7 +396,7 @@ def check_sizes(model: type[FormParams], raw: Mapping[str, Any]) -> None:
         limits.check(key, value)
 
 
-def parse(model: type[FormParams], raw: Mapping[str, Any], topology: Topology) -> Any:
+def parse(model: type[F], raw: Mapping[str, Any], topology: Topology) -> F:
     """Validate `raw` (DAG params, an API body, CLI args) into `model`, checked against the topology."""
     if not isinstance(raw, Mapping):
         raise InvalidParams(f"parameters must be a JSON object, got {shown(raw)}")

@@ -117,18 +117,18 @@ def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tupl
     records of failback's back-to-origin topics are compared by the original flow's own parity.
     """
     policy = ReplicationPolicy.for_flow(via)
-    rows = [r for r in plan.rows if r.source_topic != "?" and r.source_offset is not None
-            and policy.format_remote_topic(via.source, r.source_topic) == r.target_topic]
+    moved = [(r, c) for r in plan.rows if r.source_topic != "?" and (c := r.source_offset) is not None
+             and policy.format_remote_topic(via.source, r.source_topic) == r.target_topic]
+    rows = [r for r, _ in moved]
     groups = sorted({r.group for r in rows})
     on_source = clients.admin(via.source).committed_offsets(groups)
     on_target = clients.admin(via.target).committed_offsets(groups)
     boundaries = [GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
                                 # a group gone from the source since the plan: its last known position
-                                source_committed=on_source.get(r.group, {}).get(TP(r.source_topic, r.partition),
-                                                                                 r.source_offset),
+                                source_committed=on_source.get(r.group, {}).get(TP(r.source_topic, r.partition), c),
                                 target_topic=r.target_topic, target_partition=r.partition,
                                 target_offset=on_target.get(r.group, {}).get(r.target_tp), plan_offset=r.offset)
-                  for r in rows]
+                  for r, c in moved]
     src_marks = clients.admin(via.source).watermarks({TP(r.source_topic, r.partition) for r in rows})
     dst_marks = clients.admin(via.target).watermarks({r.target_tp for r in rows})
     stable = transactional_partitions(clients, via, src_marks)
@@ -215,13 +215,14 @@ def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_mark
     for (s, t, p), pair_rows in sorted(by_pair.items()):
         src, dst = src_marks[TP(s, p)], dst_marks[TP(t, p)]
         start_s, start_t = src.low, dst.low
-        exact = [r for r in pair_rows if r.precise_offset is not None and r.offset == r.precise_offset]
+        exact = [(r.source_offset, r.offset) for r in pair_rows
+                 if r.precise_offset is not None and r.offset == r.precise_offset and r.source_offset is not None]
         if len(exact) == len(pair_rows):
-            anchor = min(exact, key=lambda r: (r.source_offset, r.offset))
-            below = [b for b in now.get((s, t, p), []) if b.source_committed < anchor.source_offset
-                     or (b.target_offset is not None and b.target_offset < anchor.offset)]
-            if anchor.source_offset >= src.low and anchor.offset >= dst.low and not below:
-                start_s, start_t = anchor.source_offset, anchor.offset
+            anchor_s, anchor_t = min(exact)
+            below = [b for b in now.get((s, t, p), []) if b.source_committed < anchor_s
+                     or (b.target_offset is not None and b.target_offset < anchor_t)]
+            if anchor_s >= src.low and anchor_t >= dst.low and not below:
+                start_s, start_t = anchor_s, anchor_t
         ranges.append(RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
                                   source_start=start_s, source_end=src.high, target_start=start_t,
                                   target_end=dst.high, source_stable_end=(stable or {}).get(TP(s, p))))
@@ -280,6 +281,7 @@ def move_proof(rb: Runbook, plan: TranslationPlan | None = None) -> dict[str, An
               if e.kind == "step" and e.action == "step.parity.record_parity"]
     verdicts = [e for e in events if e.details.get("status") in ("passed", "failed") and e.details.get("output")]
     boundaries = Path(verdicts[-1].details["output"]) / "boundaries" if verdicts else None
+    rows: list[dict[str, Any]]  # one a group-partition, as the report lists them
     if (boundaries is None or not boundaries.exists()) and plan is not None and plan.mode == "unplanned":
         rows = [{"group": r.group, "source_topic": r.source_topic, "source_partition": r.partition,
                  "target_topic": r.target_topic, "source_committed": r.source_offset, "target_offset": None,
@@ -294,7 +296,10 @@ def move_proof(rb: Runbook, plan: TranslationPlan | None = None) -> dict[str, An
     import pyarrow.parquet as pq
 
     rows = [{k: r.get(k) for k in PROOF_ROW_KEYS} for r in pq.read_table(boundaries).to_pylist()]
-    count = lambda status: sum(1 for r in rows if r["status"] == status)  # noqa: E731
+
+    def count(status: str) -> int:
+        return sum(1 for r in rows if r["status"] == status)
+
     totals = {"rows": len(rows), "re_read": sum(r["n"] for r in rows if r["status"] == "RE-READ"),
               "skipped": sum(r["n"] for r in rows if r["status"] == "SKIP"), "unprovable": count("UNPROVABLE"),
               "missing": count("MISSING"), "mismatch": count("MISMATCH"),

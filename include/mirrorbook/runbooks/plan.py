@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -286,9 +286,9 @@ class PlanTable:
         c["skip_low"].append(skip.low)
         c["skip_high"].append(skip.high)
 
-    def extend(self, group: list[str], source_topic: list[str], target_topic: list[str], partition: list[int],
-               source_offset: list[int], offset: list[int], method: list[str], precise_offset: list[int | None],
-               basis_age_s: list[float | None]) -> PlanTable:
+    def extend(self, group: Sequence[str], source_topic: Sequence[str], target_topic: Sequence[str],
+               partition: Sequence[int], source_offset: Sequence[int], offset: Sequence[int], method: Sequence[str],
+               precise_offset: Sequence[int | None], basis_age_s: Sequence[float | None]) -> PlanTable:
         """Many rows at once, column by column (every other field: as `add` defaults it)."""
         c, text, n = self.cols, self._text, len(offset)
         for name, values in (("group", group), ("source_topic", source_topic), ("target_topic", target_topic),
@@ -363,9 +363,9 @@ def from_columns(data: dict[str, Any], limit: int | None = None, at: Sequence[in
         cols = {c: v[:limit] for c, v in cols.items()}
     if at is not None:
         cols = {c: [v[i] for i in at] for c, v in cols.items()}
-    return [PlanRow(**{c: None if v is None else texts[v] for c, v in zip(_TEXT_COLUMNS, t)},
-                    **dict(zip(_NUMBER_COLUMNS, n)),
-                    re_read=Count.kept(*rr), skip=Count.kept(*sk))
+    return [PlanRow.model_validate({**{c: None if v is None else texts[v] for c, v in zip(_TEXT_COLUMNS, t)},
+                                    **dict(zip(_NUMBER_COLUMNS, n)),
+                                    "re_read": Count.kept(*rr), "skip": Count.kept(*sk)})
             for t, n, rr, sk in zip(zip(*(cols[c] for c in _TEXT_COLUMNS)),
                                     zip(*(cols[c] for c in _NUMBER_COLUMNS)),
                                     zip(cols["re_read_low"], cols["re_read_high"]),
@@ -384,13 +384,15 @@ def rows_from_precise(report: PreciseReport | Iterable[PartitionTranslation], tr
     row's skip is counted or bounded, and a row that may skip says why, so the plan's gate can refuse it."""
     rows = []
     for r in report.rows if isinstance(report, PreciseReport) else report:
-        if translation == "precise" and r.proven:
-            offset, method, re_read, skip, note = r.offset, f"precise:{r.proof}", r.re_read, r.skip, None
+        if translation == "precise" and r.precise_offset is not None:  # proven: `offset` is the proof's
+            offset, method, re_read, skip, note = r.precise_offset, f"precise:{r.proof}", r.re_read, r.skip, None
         elif translation == "mm2" and r.mm2_offset is not None:
             offset, method, re_read, skip = r.mm2_offset, "mm2", r.mm2_re_read or ZERO, r.mm2_skip or ZERO
             note = (f"{r.why_skips(offset, skip)}: MM2's checkpoint skips {skip} record(s)"
                     if skip.may_be_positive else None)
         else:
+            # An unproven row has its fallback; so has every row in mm2 mode (translated with fallbacks="all").
+            assert r.fallback_offset is not None, f"{r.group} {r.target_tp}: translated without its fallback"
             offset, method = r.fallback_offset, f"fallback:{r.fallback_rule}"
             re_read, skip = r.fallback_re_read or ZERO, r.fallback_skip or ZERO
             why = f"not proven ({r.reason})" if translation == "precise" else "no MM2 checkpoint"
@@ -413,14 +415,14 @@ FALLBACK_NOTES = {
 }
 
 
-def add_earliest_fallback(rows: list[PlanRow], wanted: dict[str, dict[TP, int | None]],
+def add_earliest_fallback(rows: list[PlanRow], wanted: Mapping[str, Mapping[TP, int | None]],
                           target_admin: KafkaAdmin) -> list[PlanRow]:
     """(group, target partition) pairs nobody could translate start at the partition's earliest offset."""
     rows.extend(earliest_rows({(r.group, r.target_topic, r.partition) for r in rows}, wanted, target_admin))
     return rows
 
 
-def earliest_rows(have: set[tuple[str, str, int]], wanted: dict[str, dict[TP, int | None]],
+def earliest_rows(have: set[tuple[str, str, int]], wanted: Mapping[str, Mapping[TP, int | None]],
                   target_admin: KafkaAdmin) -> list[PlanRow]:
     """`earliest_row` of every wanted (group, target partition) not in `have` (group, topic, partition)."""
     missing = [(g, tp, src) for g, tps in wanted.items() for tp, src in tps.items()

@@ -39,6 +39,7 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.audit.codec import parse_time
 from mirrorbook.audit.models import GroupPosition
 from mirrorbook.clients import Clients
+from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import read_checkpoints, read_offset_syncs
 from mirrorbook.mm2.policy import ReplicationPolicy
@@ -192,22 +193,21 @@ def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dic
     # What the clusters say about those partitions and topics, asked side by side (each a round trip or two,
     # mostly waiting), while the kept positions are read from the audit store.
     with ThreadPoolExecutor(max_workers=6, thread_name_prefix="readiness") as pool:
-        asked = {name: pool.submit(fn, arg) for name, fn, arg in (
-            ("source_marks", source_admin.watermarks, source_tps),
-            ("target_marks", target_admin.watermarks, target_tps),
-            ("source_ids", source_admin.topic_ids, source_topics),
-            ("target_ids", target_admin.topic_ids, target_topics))}
+        marks_asked = (pool.submit(source_admin.watermarks, source_tps),
+                       pool.submit(target_admin.watermarks, target_tps))
+        ids_asked = (pool.submit(source_admin.topic_ids, source_topics),
+                     pool.submit(target_admin.topic_ids, target_topics))
         if kept is None:
             kept = kept_positions(audit, flow) if reuse else {}
         elif not reuse:
             kept = {}
-        if kept:  # only a kept position asks whether its topics are compacted
-            asked.update(source_compacted=pool.submit(_compacted, source_admin, source_topics),
-                         target_compacted=pool.submit(_compacted, target_admin, target_topics))
-        got = {name: f.result() for name, f in asked.items()}
-    source_marks = {tp: Marks(w.low, w.high) for tp, w in got["source_marks"].items()}
-    target_marks = {tp: Marks(w.low, w.high) for tp, w in got["target_marks"].items()}
-    ids = {SOURCE: got["source_ids"], TARGET: got["target_ids"]}
+        # Only a kept position asks whether its topics are compacted.
+        compacted_asked = (pool.submit(_compacted, source_admin, source_topics),
+                           pool.submit(_compacted, target_admin, target_topics)) if kept else None
+        source_marks, target_marks = ({tp: Marks(w.low, w.high) for tp, w in f.result().items()} for f in marks_asked)
+        ids = {SOURCE: ids_asked[0].result(), TARGET: ids_asked[1].result()}
+        compacted = {SOURCE: compacted_asked[0].result(), TARGET: compacted_asked[1].result()} \
+            if compacted_asked else {}
     reused: dict[Key, Kept] = {}
     why_again: dict[str, int] = {}
     if kept:
@@ -216,7 +216,6 @@ def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dic
                 for t in source_topics}
         same.update({(TARGET, t): t in ids[TARGET] and basis.get(TARGET, {}).get(t) == ids[TARGET][t]
                      for t in target_topics})
-        compacted = {SOURCE: got["source_compacted"], TARGET: got["target_compacted"]}
         # A pair's topics decide the same for every group on them: asked once per pair of topics.
         topics_ok: dict[tuple[str, str], bool] = {}
         ends = {*END_RULES, *(f"precise:{r}" for r in END_RULES)}  # as `still_true` reads a rule
@@ -225,7 +224,7 @@ def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dic
             if k is None:
                 continue
             _, topic, partition = key
-            sm, tm = source_marks[tp], target_marks[(topic, partition)]  # type: ignore[index]
+            sm, tm = source_marks[tp], target_marks[TP(topic, partition)]
             ok = topics_ok.get((tp.topic, topic))
             if ok is None:
                 ok = topics_ok[(tp.topic, topic)] = (same[(SOURCE, tp.topic)] and same[(TARGET, topic)] and
@@ -248,7 +247,7 @@ def prove_positions(clients: Clients, flow: FlowSpec, regex: str, committed: dic
     return Proved(wanted, kept, reused, fresh, ids, target_marks, why_again)
 
 
-def _compacted(admin: Any, topics: Iterable[str]) -> set[str]:
+def _compacted(admin: KafkaAdmin, topics: Iterable[str]) -> set[str]:
     configs = admin.topic_configs(topics)
     return {t for t, c in configs.items() if "compact" in (c.get("cleanup.policy") or "")}
 

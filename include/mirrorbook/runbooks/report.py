@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from mirrorbook.audit import AuditStore
+from mirrorbook.audit.models import RequestSummary
+
+
+def _call(req: RequestSummary | None) -> str:
+    """A call's method and path (the engine records every call with its request)."""
+    return f"{req.method} {req.path}" if req else "?"
 
 
 def run_report(audit: AuditStore, run_id: str) -> dict[str, Any]:
@@ -20,10 +26,10 @@ def run_report(audit: AuditStore, run_id: str) -> dict[str, Any]:
         lines.append("dry-run plan (nothing was changed):")
         for e in planned:
             req = e.request
-            lines.append(f"  - {req.method} {req.path}" + (f" {req.body}" if req and req.body else "")
+            lines.append(f"  - {_call(req)}" + (f" {req.body}" if req and req.body else "")
                          + f"   [because: {e.details.get('precondition', '?')}]")
     for e in done:
-        lines.append(f"  * {e.action}: {e.request.method} {e.request.path} -> {e.result}"
+        lines.append(f"  * {e.action}: {_call(e.request)} -> {e.result}"
                      + (f" ({e.error})" if e.error else ""))
     for e in refused + failed:
         lines.append(f"  ! {e.action} {e.result}: {e.error}")

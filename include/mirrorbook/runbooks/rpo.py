@@ -73,7 +73,7 @@ def at_failover(clients: Clients, flow: FlowSpec) -> dict[str, AtFailover]:
     remote = {tp: TP(policy.format_remote_topic(flow.source, tp.topic), tp.partition) for tp in tps}
     remote = {tp: r for tp, r in remote.items() if r.partition < on_target.get(r.topic, 0)}
     ends = target.high_watermarks(remote.values())
-    return {str(tp): AtFailover(replicated=replicated.get(tp, -1), target_end=ends.get(remote.get(tp), 0))
+    return {str(tp): AtFailover(replicated=replicated.get(tp, -1), target_end=ends.get(remote[tp], 0))
             for tp in sorted(tps) if tp in remote}
 
 
@@ -82,7 +82,8 @@ def record_bound(rb: Runbook, clients: Clients, flow: FlowSpec, started_at: date
     the report finds it."""
     kept = bound_event(rb.audit, rb.info.run_id)
     if kept is not None:
-        return kept.details["rpo"]
+        recorded: dict[str, Any] = kept.details["rpo"]
+        return recorded
     started = started_at or _run_start(rb.audit, rb.info.run_id)
     bound = rpo_lower_bound(rb.audit, clients, flow)
     position = at_failover(clients, flow)
@@ -314,7 +315,10 @@ def rpo_lower_bound(audit: AuditStore, clients: Clients, flow: FlowSpec) -> dict
         if str(tp) not in transactional:
             per[str(tp)] = max(per.get(str(tp), 0), cp.upstream_offset - 1 - replicated.get(tp, -1))
     newest = max((s for s in (fast, health) if s is not None), key=lambda s: s.observed_at, default=None)
-    age = lambda at: f"{(now - at).total_seconds():.1f}s before this report"  # noqa: E731
+
+    def age(at: datetime) -> str:
+        return f"{(now - at).total_seconds():.1f}s before this report"
+
     seen = []
     if fast is not None:
         lost_at = (f"; the source stopped answering the sampler at {fast.unreachable_since.isoformat()}, "

@@ -137,8 +137,8 @@ class _SourcePoller:
                 await s.unreachable(f, started, str(exc))
             return
         for f in self.flows:
-            if replicated[f.name] is not None:
-                await s.sampled(f, self.admin, started, ends, *replicated[f.name])
+            if (got := replicated[f.name]) is not None:
+                await s.sampled(f, self.admin, started, ends, *got)
 
 
 class Sampler:
@@ -287,6 +287,7 @@ class KeptConnections(Clients):
             return self.base.async_connect(flow, **kw)
         if flow.connect_cluster not in self._kept:
             self._kept[flow.connect_cluster] = _Unclosed(self.base.async_connect(flow))
+        # _Unclosed stands in for the client (it forwards every call but close): what a backend asks of one.
         return self._kept[flow.connect_cluster]  # type: ignore[return-value]
 
     async def aclose(self) -> None:

@@ -25,7 +25,7 @@ from mirrorbook.redaction import get_logger
 from mirrorbook.replication import backend_for
 from mirrorbook.replication.mm2_connect_offsets import state_before_stop_key
 from mirrorbook.core.changes import Changes, RoleOf, change, connector_of
-from mirrorbook.runbooks.connectors import ACTION_TARGET, rerun_sentence
+from mirrorbook.runbooks.connectors import ACTION_TARGET, FlowTarget, rerun_sentence
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.move import PLAN_KEY
 from mirrorbook.topology import FlowSpec
@@ -62,7 +62,7 @@ class SoFar(BaseModel):
 
 def _role_in(flows: Iterable[FlowSpec]) -> RoleOf:
     """`A->B source` for a flow's connector, None for a connector of no flow."""
-    roles = {connector: f"{flow.name} {role}" for flow in flows for role, connector in flow.connectors.items()}
+    roles = {connector: f"{flow.name} {role}" for flow in flows for role, connector in flow.connector_names.items()}
     return roles.get
 
 
@@ -139,14 +139,19 @@ def _recorded(name: str, state: Any) -> ConnectorStatus | None:
     return ConnectorStatus(name=name, connector=WorkerState(state=state["connector"]), tasks=tasks)
 
 
+# The state a connector call Connect accepted leaves a connector in (a restart: running again).
+_VERB_TARGET: dict[str, FlowTarget] = {"restart": "RUNNING", **{verb: t for verb, t in ACTION_TARGET.items()}}
+
+
 def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
     """Per part, the newest of: a connector step's recorded state (any run), a state change Connect accepted,
     the health check's latest sample."""
-    names = {name: role for role, name in flow.connectors.items()}
+    names = {name: role for role, name in flow.connector_names.items()}
     found: dict[str, PartNow] = {}
 
     def keep(part: PartNow) -> None:
-        if part.role not in found or (part.at and found[part.role].at and part.at > found[part.role].at):
+        had = found.get(part.role)
+        if had is None or (part.at and had.at and part.at > had.at):
             found[part.role] = part
 
     for e in audit.iter_events(flow=flow.name, limit=EVENTS_SEARCHED, newest_first=True):
@@ -158,14 +163,14 @@ def last_known(audit: AuditStore, flow: FlowSpec) -> dict[str, PartNow]:
                              at=e.ended_at))
         elif e.kind == "call" and e.mutating and e.result == "ok" and e.action.startswith("connector."):
             name, verb = connector_of(e.request.path if e.request else "")
-            target = "RUNNING" if verb == "restart" else ACTION_TARGET.get(verb)
+            target = _VERB_TARGET.get(verb)
             if name in names and target:
                 keep(PartNow(role=names[name], at=e.ended_at, source=f"{verb} accepted, run {cut(e.run_id or '?', 80)}",
                              status=ConnectorStatus(name=name, connector=WorkerState(state=target))))
     sample = audit.latest_metrics(flow.name)
     if sample is not None:
         for role, c in (sample.metrics.get("connectors") or {}).items():
-            if role in dict(flow.connectors.items()) and isinstance(c, dict) and isinstance(c.get("state"), str):
+            if role in dict(flow.connector_names.items()) and isinstance(c, dict) and isinstance(c.get("state"), str):
                 keep(PartNow(role=role, at=sample.observed_at, source="health check",
                              status=ConnectorStatus(name=flow.connector(role),
                                                     connector=WorkerState(state=c["state"]))))
@@ -181,7 +186,7 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
         place = backend.place
         statuses = backend.part_states(deadline_s=deadline_s)
         return FlowNow(flow=flow.name, place=place, read_at=datetime.now(timezone.utc),
-                       parts=[PartNow(role=r, status=statuses[r]) for r, _ in flow.connectors.items()])
+                       parts=[PartNow(role=r, status=statuses[r]) for r, _ in flow.connector_names.items()])
     except Exception as exc:  # noqa: BLE001 — anything Connect (or resolving it) did: fall back, never raise
         if isinstance(exc, ConnectRefusal):  # who refused what leads (it names the place)
             unreadable = exc.headline()
@@ -191,14 +196,14 @@ def flow_now(clients: Clients, audit: AuditStore, flow: FlowSpec, deadline_s: fl
             unreadable = f"{place} could not be read now ({cut(reason)})"
     known = last_known(audit, flow)
     return FlowNow(flow=flow.name, place=place, unreadable=cut(unreadable, 400), parts=[
-        known.get(r, PartNow(role=r, known=False)) for r, _ in flow.connectors.items()])
+        known.get(r, PartNow(role=r, known=False)) for r, _ in flow.connector_names.items()])
 
 
 # -- what a re-run will do --------------------------------------------------------------------------------
 Rerun = Callable[[list[FlowNow]], str]
 
 
-def set_state_rerun(target: str, selection: str = "all") -> Rerun:
+def set_state_rerun(target: FlowTarget, selection: str = "all") -> Rerun:
     """A re-run of a pause/resume/stop of the first flow: the calls the runbook would make from its state."""
     def say(nows: list[FlowNow]) -> str:
         now = nows[0]

@@ -110,11 +110,12 @@ def candidates(key: Key, found: Survivors, marks: Marks, source_tp: TP) -> list[
     pos = found.positions.get(key)
     if pos is not None:
         out.append(Candidate(pos.source_offset, pos.target_offset, "readiness", found.positions_at or pos.observed_at))
-    newest = max((c for c in out if c.upstream is not None), key=lambda c: c.upstream, default=None)
+    newest = max(((c.upstream, c) for c in out if c.upstream is not None), key=lambda uc: uc[0], default=None)
     if newest is not None and found.syncs is not None and source_tp in found.syncs:
-        x = sync_position(found.syncs[source_tp].window(newest.upstream), marks)
+        upstream, basis = newest
+        x = sync_position(found.syncs[source_tp].window(upstream), marks)
         if x is not None:
-            out.append(Candidate(newest.upstream, x, "offset-sync", newest.at))
+            out.append(Candidate(upstream, x, "offset-sync", basis.at))
     return out
 
 

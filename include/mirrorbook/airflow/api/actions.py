@@ -21,7 +21,8 @@ from mirrorbook.connect.models import ConnectorOffsets
 from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import lock
 from mirrorbook.runbooks.connectors import ACTION_TARGET
-from mirrorbook.core.engine import GateRefused, RunInfo, Runbook, StepOutcome
+from mirrorbook.core.engine import RunInfo, Runbook, StepOutcome
+from mirrorbook.errors import GateRefused
 from mirrorbook.topology import FlowSpec
 
 TASK_PREFIX = "flows-api"

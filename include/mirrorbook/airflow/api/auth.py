@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
@@ -39,7 +39,7 @@ def _team_of(dag_id: str) -> str | None:
     return DagModel.get_team_name(dag_id)
 
 
-def _allowed(user: Any, method: str, dag_id: str | None) -> bool:
+def _allowed(user: Any, method: Literal["GET", "POST"], dag_id: str | None) -> bool:
     details = DagDetails(id=dag_id, team_name=_team_of(dag_id) if dag_id else None)
     return get_auth_manager().is_authorized_dag(method=method, access_entity=DagAccessEntity.RUN,
                                                 details=details, user=user)

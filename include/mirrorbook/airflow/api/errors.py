@@ -20,9 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mirrorbook.audit import FlowLocked
 from mirrorbook.bounds import cut, shown
 from mirrorbook.connect.errors import ConnectError, ConnectServerError
-from mirrorbook.errors import ALREADY_CHANGED, MirrorbookError, Refused
+from mirrorbook.errors import ALREADY_CHANGED, GateRefused, MirrorbookError, Refused
 from mirrorbook.mm2.offsets import InvalidOffsets
-from mirrorbook.core.engine import GateRefused
 from mirrorbook.topology import TopologyError, UnknownFlow
 
 

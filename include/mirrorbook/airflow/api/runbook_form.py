@@ -36,9 +36,9 @@ from mirrorbook.airflow.api.links import PAGE_ROUTE, RUNBOOKS, flow_page_path, r
 from mirrorbook.airflow.api.models import Caller
 from mirrorbook.airflow.api.page import render
 from mirrorbook.airflow.forms import form
-from mirrorbook.bounds import cut, shown
+from mirrorbook.bounds import OFFSETS_LIMITS, cut, shown
 from mirrorbook.errors import Refused
-from mirrorbook.runbooks.params import OFFSETS_LIMITS, FormParams, InvalidParams, parse
+from mirrorbook.runbooks.params import FormParams, InvalidParams, parse
 from mirrorbook.runbooks.registry import model_of
 from mirrorbook.topology import FlowSpec
 from mirrorbook.trigger import AirflowApi, DagRun, TriggerError, new_run_id

@@ -12,7 +12,7 @@ from mirrorbook.runbooks import alerts
 from mirrorbook.runbooks.params import FormParams
 
 
-class ProposeFailoverOperator(RunbookTask, TriggerDagRunOperator):
+class ProposeFailoverOperator(RunbookTask[FormParams], TriggerDagRunOperator):
     """Triggers mm2_failover for one episode (`episode`: flow, since_run_id) — mode unplanned, approval required —
     unless the flow is cooling down (then skipped, saying why). One run id per episode: a retry, or a second
     run of this DAG on the same episode, finds the proposal made and skips."""

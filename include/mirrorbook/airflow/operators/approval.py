@@ -28,6 +28,7 @@ from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import approval, move as moves
 from mirrorbook.runbooks.rpo import rpo_lower_bound
 from mirrorbook.runbooks.approval import APPROVE, REJECT, Answer, Request
+from mirrorbook.runbooks.params import MoveParams, OffsetsParams
 from mirrorbook.core.engine import Runbook
 from mirrorbook.topology import ApprovalPolicy
 
@@ -42,7 +43,7 @@ NOBODY_ANSWERS_HERE = (
     "pass approval=skip: airflow dags test <dag> -c '{..., \"approval\": \"skip\"}'.")
 
 
-class ApprovePlanOperator(RunbookTask, ApprovalOperator):
+class ApprovePlanOperator(RunbookTask[OffsetsParams | MoveParams], ApprovalOperator):
     """Asks for approval of the run's plan (or records why it does not ask: dry run, `approval=skip`)."""
 
     ui_color = "#fdf0d5"
@@ -85,7 +86,8 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
             self.log.info("this run asked already (an earlier try): waiting on that request, as it is")
             self.defer(trigger=HITLTrigger(ti_id=context["task_instance"].id, options=self.options,
                                            defaults=self.defaults, params=self.serialized_params,
-                                           multiple=self.multiple, timeout_datetime=utcnow() + self.response_timeout),
+                                           multiple=self.multiple,
+                                           timeout_datetime=utcnow() + timedelta(seconds=self.timeout_s)),
                        method_name="execute_complete")
         request = self.guarded_run(rb, [flow], lambda: self._request(rb, params))
         guarded(lambda: approval.record_request(rb, flow.name, request, policy, self.timeout_s))
@@ -115,27 +117,29 @@ class ApprovePlanOperator(RunbookTask, ApprovalOperator):
         return {"approved": True, "responded_by": answer.responder,
                 "responded_at": answer.responded_at.isoformat() if answer.responded_at else None}
 
-    def _request(self, rb: Runbook, params: Any) -> Request:
+    def _request(self, rb: Runbook, params: OffsetsParams | MoveParams) -> Request:
         topology, clients = self.hook.topology, self.hook.clients
-        if hasattr(params, "action"):  # mm2_offsets
+        if isinstance(params, OffsetsParams):  # mm2_offsets
+            action, snapshot_id = params.action, params.snapshot_id
+            assert action != "list", "a listing changes nothing: no approval is asked (changes_nothing)"
             flow = params.flow_spec
             backend = backend_for(clients, flow)
             current = backend.own_offsets(params.connector)
-            snapshot = (ConnectorOffsets(offsets=rb.audit.snapshot(params.snapshot_id).payload.get("offsets", []))
-                        if params.action == "restore" else None)
+            snapshot = (ConnectorOffsets(offsets=rb.audit.snapshot(snapshot_id).payload.get("offsets", []))
+                        if action == "restore" and snapshot_id is not None else None)  # restore requires one
             calls = approval.preview(rb, [lambda dry: backend.change_own_offsets(
-                dry, params.connector, params.action, requested=params.parsed_offsets,
-                snapshot_id=params.snapshot_id, stop_first=params.stop_first, effect=params.effect)])
+                dry, params.connector, action, requested=params.parsed_offsets,
+                snapshot_id=snapshot_id, stop_first=params.stop_first, effect=params.effect)])
             state = backend.part_states().get(params.connector)
             return approval.offsets_request(
-                flow=flow.name, part=params.connector, name=flow.connector(params.connector), action=params.action,
-                state=state.connector.state if state else "absent", snapshot_id=params.snapshot_id,
-                changes=approval.offset_changes(params.action, current, params.parsed_offsets, snapshot),
+                flow=flow.name, part=params.connector, name=flow.connector(params.connector), action=action,
+                state=state.connector.state if state else "absent", snapshot_id=snapshot_id,
+                changes=approval.offset_changes(action, current, params.parsed_offsets, snapshot),
                 calls=calls, effect=params.effect, timeout_s=self.timeout_s)
         move = moves.move_for(params, topology)
         plan = moves.load_plan(rb)
         other = moves.other_flow(move, topology)
-        steps = [lambda dry: moves.write_offsets(dry, clients, move, plan),
+        steps = [lambda dry: moves.write_offsets(dry, clients, move, plan.planned()),
                  lambda dry: moves.stop_flow(dry, clients, move, move.via)]
         if other is not None:
             steps.append(lambda dry: moves.start_flow(dry, clients, other))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, TypeVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -23,11 +23,18 @@ from mirrorbook.audit import AuditStore
 from mirrorbook.errors import MirrorbookError, Refused, Verdict
 from mirrorbook.runbooks import intents
 from mirrorbook.core.engine import RunInfo, Runbook
-from mirrorbook.runbooks.params import FormParams, parse
+from mirrorbook.runbooks.params import ChangeParams, FormParams, parse
 from mirrorbook.runbooks.standing import Rerun, at_failure
 from mirrorbook.topology import FlowSpec, TopologyError
 
 T = TypeVar("T")
+P = TypeVar("P", bound=FormParams)  # a task's parameters: the model of its runbook's form
+
+if TYPE_CHECKING:
+    # What the mixin is mixed into (task_id, log, ...), for the type checker; at run time it adds no base.
+    _Task = BaseOperator
+else:
+    _Task = object
 
 
 # Failures that no retry can fix. They fail the task at once, with their precise message.
@@ -65,20 +72,21 @@ def _ending(message: str, standing: Callable[[], str] | None) -> str:
 FAILED_STATES = {"failed", "upstream_failed"}
 
 
-class RunbookTask:
-    """Mixin for BaseOperator and BaseSensorOperator subclasses: the convention above."""
+class RunbookTask(Generic[P], _Task):
+    """Mixin for BaseOperator and BaseSensorOperator subclasses: the convention above. `P` is the model of the
+    parameters the task reads (`runbook_params`): its runbook's, or a base of every runbook's it serves."""
 
     ui_color = "#e8f1fb"
     # The longest one execution of this task may take: its own waits and deadlines, plus a margin.
     deadline_s: ClassVar[float] = 300.0
 
-    def __init__(self, *, params_model: type[FormParams], topology_path: str | None = None,
+    def __init__(self, *, params_model: type[P], topology_path: str | None = None,
                  **kwargs: Any) -> None:
         kwargs.setdefault("execution_timeout", timedelta(seconds=self.task_deadline_s(kwargs)))
         super().__init__(**kwargs)
         self.params_model = params_model
         self.topology_path = topology_path
-        self._parsed: Any = None
+        self._parsed: P | None = None
 
     def task_deadline_s(self, kwargs: dict[str, Any]) -> float:
         """`deadline_s` unless a task's deadline depends on how it is configured (its step, its waits)."""
@@ -91,7 +99,7 @@ class RunbookTask:
     def audit(self) -> AuditStore:
         return self.hook.audit()
 
-    def runbook_params(self, context: Any) -> Any:
+    def runbook_params(self, context: Any) -> P:
         """The run's parameters, validated by the runbook's model (once per task)."""
         if self._parsed is None:
             self._parsed = guarded(lambda: parse(self.params_model, context["params"], self.hook.topology))
@@ -101,8 +109,9 @@ class RunbookTask:
         """The task's runbook. Before anything else, the calls an earlier attempt of this task made without
         recording their outcome (it was killed) are checked against the clusters and recorded."""
         if dry_run is None:
-            dry_run = bool(getattr(self.runbook_params(context), "dry_run", False))
-        rb = Runbook(run_info(context, self.task_id), self.audit(), dry_run=dry_run)  # type: ignore[attr-defined]
+            params = self.runbook_params(context)
+            dry_run = isinstance(params, ChangeParams) and params.dry_run  # the runbooks that change something
+        rb = Runbook(run_info(context, self.task_id), self.audit(), dry_run=dry_run)
         guarded(lambda: intents.reconcile(rb, self.hook.clients, self.hook.topology.flows, held=False))
         return rb
 
@@ -124,13 +133,13 @@ class RunbookTask:
 
     def log_outcomes(self, rb: Runbook) -> dict[str, Any]:
         for o in rb.outcomes:
-            self.log.info("%s on %s: %s (%d mutation(s))", o.step, o.flow, o.result, o.mutations)  # type: ignore
+            self.log.info("%s on %s: %s (%d mutation(s))", o.step, o.flow, o.result, o.mutations)
             for p in o.planned:
-                self.log.info("  [dry run] would %s", p.describe())  # type: ignore[attr-defined]
+                self.log.info("  [dry run] would %s", p.describe())
         return rb.summary()
 
 
-class MirrorbookBaseOperator(RunbookTask, BaseOperator):
+class MirrorbookBaseOperator(RunbookTask[P], BaseOperator):
     """The base of every mirrorbook operator: cheap constructor, work in `execute`, clear failures."""
 
     def __init__(self, **kwargs: Any) -> None:

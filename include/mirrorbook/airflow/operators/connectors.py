@@ -7,12 +7,13 @@ from typing import Any
 from mirrorbook.airflow.operators.base import MirrorbookBaseOperator
 from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.connectors import ACTION_TARGET
+from mirrorbook.runbooks.params import PauseResumeParams
 from mirrorbook.runbooks.standing import set_state_rerun
 
 WAIT_S = 120.0  # per connector
 
 
-class ConnectorStateOperator(MirrorbookBaseOperator):
+class ConnectorStateOperator(MirrorbookBaseOperator[PauseResumeParams]):
     """Moves the selected connectors toward the action's state; acts only where Connect is not there yet.
 
     With `wait=False` it only issues the calls (a `ConnectorStateSensor` then waits, deferring);

@@ -15,7 +15,7 @@ STEP_DEADLINES = {"canary": 2 * drill.WAIT_MAX_S, "wait_drained": drill.WAIT_MAX
                   "resume_on_target": drill.WAIT_MAX_S}
 
 
-class DrillOperator(MirrorbookBaseOperator):
+class DrillOperator(MirrorbookBaseOperator[drill.DrillParams]):
     """Runs `step` of the drill (see mirrorbook.runbooks.drill) with the DAG run's parameters."""
 
     ui_color = "#fdf1e3"

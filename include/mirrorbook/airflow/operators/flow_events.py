@@ -28,7 +28,7 @@ from mirrorbook.runbooks.health.events import remember
 FLOW_CHANGES = AssetAlias("mirrorbook-flow-state-changes")
 
 
-class FlowEventsOperator(MirrorbookBaseOperator):
+class FlowEventsOperator(MirrorbookBaseOperator[HealthParams]):
     ui_color = "#f1e8fb"
     deadline_s = 120.0
 

@@ -14,7 +14,7 @@ from mirrorbook.runbooks import health
 HEALTH_XCOM_KEY = "health_report"
 
 
-class HealthCheckOperator(MirrorbookBaseOperator):
+class HealthCheckOperator(MirrorbookBaseOperator[health.HealthParams]):
     """Checks every selected flow; records a metrics sample per flow; fails (naming flow and figure) on
     any threshold crossed. The findings are pushed to XCom under `health_report` before failing, so
     the alert notifier and the UI show them; how the run ended goes to the audit store (runs_total)."""

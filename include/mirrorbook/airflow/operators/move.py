@@ -11,9 +11,10 @@ from mirrorbook.airflow.operators.base import MirrorbookBaseOperator, guarded
 from mirrorbook.runbooks import move as moves
 from mirrorbook.runbooks import standing
 from mirrorbook.runbooks.move_steps import STEPS, StepRun
+from mirrorbook.runbooks.params import MoveParams
 
 
-class GroupMoveOperator(MirrorbookBaseOperator):
+class GroupMoveOperator(MirrorbookBaseOperator[MoveParams]):
     """Runs `step` of mm2_failover or mm2_failback (the direction follows the runbook's parameters)."""
 
     def __init__(self, *, step: str, **kwargs: Any) -> None:

@@ -297,7 +297,8 @@ def _spark_master(conn_id: str | None = None) -> str | None:
         conn = BaseHook.get_connection(conn_id or settings.SPARK_CONN_ID.get() or "spark_default")
     except AirflowNotFoundException:
         return None
-    return engine.submit_master(conn.conn_type, conn.host, conn.port)
+    # Airflow types conn_type optional; a stored connection always has one (this lookup is for a Spark connection).
+    return engine.submit_master(conn.conn_type or "spark", conn.host, conn.port)
 
 
 def spark_submit_master(conn_id: str | None = None) -> str:

@@ -14,7 +14,7 @@ from mirrorbook.runbooks.rpo_sampler import MAX_PERIOD_S, SamplerParams
 TRIGGER_MARGIN_S = 60
 
 
-class RpoSamplerOperator(MirrorbookBaseOperator):
+class RpoSamplerOperator(MirrorbookBaseOperator[SamplerParams]):
     """Defers at once: the sampling runs in the triggerer for the run's `period_s`, then the task ends with what it
     sampled (polls, failed polls, each flow's newest sample, the partitions it counts in records)."""
 

@@ -18,7 +18,7 @@ from mirrorbook.clients import Clients
 from mirrorbook.errors import Refused
 from mirrorbook.runbooks import lock
 from mirrorbook.core.engine import Runbook
-from mirrorbook.runbooks.params import InvalidParams, check_keys, parse
+from mirrorbook.runbooks.params import FlowParams, FormParams, InvalidParams, check_keys, parse
 from mirrorbook.runbooks.registry import preflight
 from mirrorbook.runbooks.report import run_report
 
@@ -37,7 +37,7 @@ class _Preflight:
 CONF_OVERRIDES = ("core", "dag_run_conf_overrides_params")
 
 
-class ValidateParamsOperator(MirrorbookBaseOperator):
+class ValidateParamsOperator(MirrorbookBaseOperator[FormParams]):
     """First task of every runbook: bad input fails here, for good, with a precise message, before any call.
 
     Every key of the run's parameters must be one the runbook knows (a misspelled `dryrun` is refused,
@@ -80,7 +80,7 @@ class ValidateParamsOperator(MirrorbookBaseOperator):
                 "set it to True (AIRFLOW__CORE__DAG_RUN_CONF_OVERRIDES_PARAMS=True), or trigger without a conf")
 
 
-class FlowLockOperator(MirrorbookBaseOperator):
+class FlowLockOperator(MirrorbookBaseOperator[FlowParams]):
     """Acquire (or, with `release=True`, release) the per-flow lock in the audit store."""
 
     deadline_s = 60.0
@@ -129,7 +129,7 @@ class FlowLockOperator(MirrorbookBaseOperator):
         return done
 
 
-class RunbookReportOperator(MirrorbookBaseOperator):
+class RunbookReportOperator(MirrorbookBaseOperator[FormParams]):
     """Last task: what the run did (or, for a dry run, the plan), read back from the audit trail; how the run
     ended, in the audit store."""
 

@@ -12,6 +12,7 @@ from mirrorbook.airflow.operators.base import RunbookTask, guarded
 from mirrorbook.airflow.sensors.kafka import TRIGGER_MARGIN_S, longest_wait_s
 from mirrorbook.airflow.triggers.alerts import FlowsDownTrigger
 from mirrorbook.runbooks import alerts
+from mirrorbook.runbooks.alerts import OnAlertParams
 from mirrorbook.topology import FailoverOnAlert
 
 
@@ -22,7 +23,7 @@ def changes(context: Any) -> list[dict[str, Any]]:
     return [dict(e.extra or {}) for key, events in found.items() if isinstance(key, Asset) for e in events]
 
 
-class FlowsDownSensor(RunbookTask, BaseSensorOperator):
+class FlowsDownSensor(RunbookTask[OnAlertParams], BaseSensorOperator):
     """Returns the episodes (flow, since_run_id) that lasted `consecutive_checks` checks; waits (deferred) while
     any is still short of them; gives up on those at the topology's `max_wait_s`."""
 

@@ -9,13 +9,14 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException
 
 from mirrorbook.airflow.operators.base import RunbookTask
+from mirrorbook.runbooks.params import PauseResumeParams
 from mirrorbook.airflow.triggers.connect import ConnectorStateTrigger
 from mirrorbook.replication import ACTION_TARGET, backend_for
 
 WAIT_S = 600.0
 
 
-class ConnectorStateSensor(RunbookTask, BaseSensorOperator):
+class ConnectorStateSensor(RunbookTask[PauseResumeParams], BaseSensorOperator):
     """Pokes once (the flow's backend: `in_state`); if the parts are not there yet, defers to
     `ConnectorStateTrigger`."""
 

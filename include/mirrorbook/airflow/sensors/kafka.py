@@ -11,24 +11,27 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
+from pydantic import BaseModel
 from airflow.sdk.exceptions import AirflowException
+from airflow.triggers.base import BaseTrigger
 
 from mirrorbook.airflow.operators.base import RunbookTask
 from mirrorbook.airflow.triggers.kafka import GroupsInactiveTrigger, ReplicationDrainedTrigger
 from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.checks import active_groups, drained
 from mirrorbook.runbooks.move import FLOW_STOPPED_KEY, PLAN_KEY, Move, move_for
+from mirrorbook.runbooks.params import MoveParams
 from mirrorbook.runbooks.plan import managed_groups
 
 TRIGGER_MARGIN_S = 30
 
 
-def longest_wait_s(model: type, field: str = "drain_timeout") -> float:
+def longest_wait_s(model: type[BaseModel], field: str = "drain_timeout") -> float:
     """The `le` bound of the model's `field` (a move's longest gate wait), read from the model itself."""
     return float(next(m.le for m in model.model_fields[field].metadata if getattr(m, "le", None) is not None))
 
 
-class _MoveGateSensor(RunbookTask, BaseSensorOperator):
+class _MoveGateSensor(RunbookTask[MoveParams], BaseSensorOperator):
     def __init__(self, *, poll_s: float = 2.0, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", poll_s)
         self.poll_s = poll_s
@@ -48,7 +51,7 @@ class _MoveGateSensor(RunbookTask, BaseSensorOperator):
     def move(self, context: Any) -> Move:
         return move_for(self.runbook_params(context), self.hook.topology)
 
-    def trigger(self, context: Any, timeout_s: float) -> Any:
+    def trigger(self, context: Any, timeout_s: float) -> BaseTrigger:
         raise NotImplementedError
 
     def execute(self, context: Any) -> Any:
@@ -87,7 +90,7 @@ class ReplicationDrainedSensor(_MoveGateSensor):
             self.log.info("not drained yet: %s", behind)
         return ok
 
-    def trigger(self, context: Any, timeout_s: float) -> Any:
+    def trigger(self, context: Any, timeout_s: float) -> BaseTrigger:
         return ReplicationDrainedTrigger(flow=self.move(context).via.name, max_lag=self.runbook_params(context).max_lag,
                                          timeout_s=timeout_s, poll_s=self.poll_s, topology_path=self.topology_path)
 
@@ -103,7 +106,7 @@ class GroupsInactiveSensor(_MoveGateSensor):
             self.log.info("still active on %s: %s", move.from_cluster, sorted(active))
         return not active
 
-    def trigger(self, context: Any, timeout_s: float) -> Any:
+    def trigger(self, context: Any, timeout_s: float) -> BaseTrigger:
         move = self.move(context)
         return GroupsInactiveTrigger(cluster=move.from_cluster, groups_regex=move.regex, timeout_s=timeout_s,
                                      poll_s=self.poll_s, topology_path=self.topology_path)

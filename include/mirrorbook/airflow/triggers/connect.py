@@ -15,12 +15,13 @@ from mirrorbook.connect import ConnectError
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.replication import backend_for
 from mirrorbook.topology import load_topology
+from mirrorbook.replication.backend import FlowTarget
 
 
 class ConnectorStateTrigger(BaseTrigger):
     """Fires when the flow's `parts` (all, or one role) show `target` (STOPPED: also no tasks), or on timeout."""
 
-    def __init__(self, *, flow: str, parts: str, target: str, timeout_s: float = 600.0, poll_s: float = 1.0,
+    def __init__(self, *, flow: str, parts: str, target: FlowTarget, timeout_s: float = 600.0, poll_s: float = 1.0,
                  topology_path: str | None = None) -> None:
         super().__init__()
         self.flow, self.parts, self.target = flow, parts, target

@@ -9,11 +9,12 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mirrorbook.airflow.hooks.mirrorbook import AsyncAirflowResolver
+from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.replication import backend_for
 from mirrorbook.runbooks.checks import active_groups, describe_behind, drained, not_drained
 from mirrorbook.runbooks.plan import managed_groups
-from mirrorbook.topology import load_topology
+from mirrorbook.topology import Topology, load_topology
 
 
 class _PollingTrigger(BaseTrigger):
@@ -32,7 +33,7 @@ class _PollingTrigger(BaseTrigger):
     def own_kwargs(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
+    async def check(self, clients: Clients, topology: Topology) -> tuple[bool, dict[str, Any]]:
         raise NotImplementedError
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -68,7 +69,7 @@ class ReplicationDrainedTrigger(_PollingTrigger):
     def own_kwargs(self) -> dict[str, Any]:
         return {"flow": self.flow, "max_lag": self.max_lag, "topics": self.topics}
 
-    async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
+    async def check(self, clients: Clients, topology: Topology) -> tuple[bool, dict[str, Any]]:
         status = await backend_for(clients, topology.flow(self.flow)).astatus(count_above=self.max_lag)
         ok, behind = drained(status, self.max_lag, set(self.topics) if self.topics else None)
         return ok, {"behind": describe_behind(behind), "total_lag": sum(behind.values()),
@@ -86,7 +87,7 @@ class GroupsInactiveTrigger(_PollingTrigger):
     def own_kwargs(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "groups_regex": self.groups_regex}
 
-    async def check(self, clients: Any, topology: Any) -> tuple[bool, dict[str, Any]]:
+    async def check(self, clients: Clients, topology: Topology) -> tuple[bool, dict[str, Any]]:
         admin = clients.admin(self.cluster)
         groups = await asyncio.to_thread(managed_groups, admin, self.groups_regex)
         active = await asyncio.to_thread(active_groups, admin, groups)

@@ -79,12 +79,15 @@ class SourceGap(BaseModel):
         return f"{self.topic}-{self.partition} {n} (offsets {self.next_offset}..{self.log_start - 1})"
 
 
+Change = Literal["re-created", "truncated", "deleted"]
+
+
 class TargetReset(BaseModel):
     """TARGET_RESET of one target partition, found by comparing with the previous sample."""
 
     topic: str  # on the target
     partition: int
-    change: Literal["re-created", "truncated", "deleted"]
+    change: Change
     records: int  # copies gone from the target
     before: tuple[int, int]  # (log start, end) at the previous sample
     end_now: int | None = None
@@ -253,6 +256,7 @@ def target_resets(before: list[TargetTopic] | None, now: list[TargetTopic] | Non
     out = []
     for old in before:
         new = seen.get(old.topic)
+        change: Change
         if old.topic not in listing:
             change = "deleted"
         elif new is None:

@@ -16,6 +16,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Awaitable, Callable, Iterable, TypeVar
 
 from mirrorbook.audit import AuditStore, MetricsSample
@@ -65,6 +66,12 @@ async def _guarded(fn: Callable[[], T], on_error: Callable[[Exception], T]) -> T
         return on_error(exc)
 
 
+async def _each(aws: Iterable[Awaitable[T]]) -> list[T]:
+    """Every awaitable at once, their results in order: a gather of one kind (a gather of mixed kinds is untyped).
+    Created when it first runs, so a pass's reads start in the order the pass gathers them."""
+    return list(await asyncio.gather(*aws))
+
+
 async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
                   audit: AuditStore | None = None) -> HealthReport:
     """Statuses of all flows, the MM2 topics of each target cluster and the groups of each source cluster, at once."""
@@ -86,17 +93,16 @@ async def collect(context: _Context, topology: Topology, flows: list[FlowSpec],
 
     # Each source's listing is taken (and its connection opened) while Connect answers, not after.
     listed = [_guarded(context.clients.admin(s).topics, lambda exc: None) for s in by_source]
-    statuses, _, *rest = await asyncio.gather(
+    statuses, _, _, read_targets, read_sources = await asyncio.gather(
         all_status(context.clients, flows),
         asyncio.to_thread(context.read_history, audit, flows),
-        *listed,
-        *(_guarded(lambda t=t, fs=fs: read_target(context.clients, t, fs, since_ms), target_failed(t))
-          for t, fs in by_target.items()),
-        *(_guarded(lambda s=s, rs=rs: read_source_groups(context.clients, s, _union(rs)), source_failed(s))
-          for s, rs in by_source.items()))
-    rest = rest[len(listed):]
-    targets = dict(zip(by_target, rest[:len(by_target)]))
-    sources = dict(zip(by_source, rest[len(by_target):]))
+        _each(listed),
+        _each(_guarded(partial(read_target, context.clients, t, fs, since_ms), target_failed(t))
+              for t, fs in by_target.items()),
+        _each(_guarded(partial(read_source_groups, context.clients, s, _union(rs)), source_failed(s))
+              for s, rs in by_source.items()))
+    targets = dict(zip(by_target, read_targets))
+    sources = dict(zip(by_source, read_sources))
     mirrored, mirrored_errors = await _read_mirrored(context, by_target, dict(zip((f.name for f in flows), statuses)),
                                                      targets)
     healths = []

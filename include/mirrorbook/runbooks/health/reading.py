@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from confluent_kafka import Message
 
 from mirrorbook.clients import Clients
-from mirrorbook.kafka.reader import read_ranges
+from mirrorbook.kafka.reader import Consumed, read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.internal_topics import CheckpointLog, CheckpointScanner, HeartbeatScanner, scan_topics
 from mirrorbook.mm2.policy import ReplicationPolicy
@@ -41,20 +40,20 @@ class TargetFreshness:
     error: str | None = None
 
 
-def scan_target(messages: Iterable[Message], heartbeat_topics: set[str], checkpoint_topics: set[str],
+def scan_target(messages: Iterable[Consumed], heartbeat_topics: set[str], checkpoint_topics: set[str],
                 out: TargetFreshness) -> TargetFreshness:
     """Newest heartbeat per (source, target) over all `heartbeat_topics`; each checkpoints topic's last
     checkpoints. Records of other topics are not expected (the read covers these topics only)."""
     heartbeats = {t: HeartbeatScanner(t) for t in heartbeat_topics}
     checkpoints = {t: CheckpointScanner(t) for t in checkpoint_topics}
     scan_topics(messages, {**heartbeats, **checkpoints})
-    for scanner in heartbeats.values():
-        log = scanner.result()
+    for hb_scanner in heartbeats.values():
+        log = hb_scanner.result()
         out.malformed += log.malformed
         for pair, hb in log.latest().items():
             out.heartbeats[pair] = max(out.heartbeats.get(pair, -1), hb.timestamp_ms)
-    for topic, scanner in checkpoints.items():
-        out.checkpoints[topic] = scanner.result()
+    for topic, cp_scanner in checkpoints.items():
+        out.checkpoints[topic] = cp_scanner.result()
         out.malformed += out.checkpoints[topic].malformed
     return out
 

@@ -4,11 +4,11 @@ the flow's lock."""
 from __future__ import annotations
 
 from mirrorbook.clients import Clients
-from mirrorbook.errors import MirrorbookError
+from mirrorbook.errors import GateRefused, MirrorbookError
 from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.replication import backend_for
 from mirrorbook.runbooks import lock
-from mirrorbook.core.engine import GateRefused, Runbook
+from mirrorbook.core.engine import Runbook
 from mirrorbook.topology import FlowSpec
 
 

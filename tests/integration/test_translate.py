@@ -30,7 +30,7 @@ from mirrorbook.mm2.internal_topics import (CheckpointLog, offset_syncs_topic, r
                                             read_offset_syncs)
 from mirrorbook.mm2.precise import (ALIGNED_BACK, ALIGNED_END, ALIGNED_START, BOTH_EMPTY, NOT_PROVEN, UNIQUE,
                                     PreciseReport, translate_precise)
-from mirrorbook.mm2.records import Checkpoint
+from mirrorbook.mm2.records import Checkpoint, OffsetSync
 from mirrorbook.topology import load_topology
 from mirrorbook.mm2.remote_cluster_utils import (checkpoint_topics, group_matcher, heartbeat_topics,
                                                  replication_hops, translate_offsets, translate_offsets_all,
@@ -262,12 +262,20 @@ def test_groups_behind_the_newest_offset_sync_and_at_zero_are_placed_exactly_onc
     newest = eventually(lambda: (found := read_offset_syncs(bootstrap_b, s.alias, "B", location="target")
                                  .syncs.get(tp_a)) and found[-1].upstream_offset == 199 and found[-1],
                         what="MM2's sync of A's last record")
-    # The cleaner skips the active segment: it rolls only when MM2 writes its next sync (of any partition, e.g. the
-    # replicated heartbeats' every offset.lag.max records), which took over 60 s once on a loaded machine.
+    # The cleaner skips the active segment, which rolls only when a record arrives after segment.ms. Waiting for
+    # MM2's next sync of any partition took over 180 s on a loaded machine, so each poll appends a sync of a topic
+    # nobody mirrors: it rolls the segment and touches no key of this partition.
+    nudge = Producer({"bootstrap.servers": bootstrap_b})
+
+    def one_sync_left() -> list | None:
+        roll = OffsetSync(f"{s.topic}-roll", 0, 0, 0)
+        nudge.produce(syncs_topic, key=roll.key_bytes(), value=roll.value_bytes())
+        nudge.flush(10)
+        found = read_offset_syncs(bootstrap_b, s.alias, "B", location="target").syncs.get(tp_a, [])
+        return found if len(found) == 1 else None
+
     with compacting(admin_b, syncs_topic):
-        left = eventually(lambda: (found := read_offset_syncs(bootstrap_b, s.alias, "B", location="target")
-                                   .syncs.get(tp_a, [])) and len(found) == 1 and found, timeout=180,
-                          what="the cleaner leaving one sync for the partition")
+        left = eventually(one_sync_left, timeout=120, what="the cleaner leaving one sync for the partition")
     assert left == [newest] and (newest.upstream_offset, newest.downstream_offset) == (199, 201)
 
     groups = {f"{s.topic}-at{c}": c for c in (0, 60, 110, 125, 130, 150, 200)}

@@ -462,13 +462,12 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     topics, groups = _workload(fo, tag, ["end", "end-30", "11"], topics=1, partitions=2, records=100)
     _, admin_b, _, _ = _admins(fo)
     # A run whose write never happened (marked done without running): group parity finds every
-    # planned offset MISSING on B and fails the run, naming the groups and partitions. Its proofs run on
-    # the session's Spark Connect server; the clean run below proves by spark-submit.
+    # planned offset MISSING on B and fails the run, naming the groups and partitions. Both runs prove on the
+    # session's Spark Connect server (spark-submit's DAG path: tests/dags/test_installed.py, as installed).
     host, port = spark_connect.url.removeprefix("sc://").rstrip("/").split(":")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT",
                        json.dumps({"conn_type": "spark_connect", "host": host, "port": int(port)}))
     broken = run_dag("mm2_failover", _conf(tag, parity="spark"), mark_success="^(write_offsets|read_back_offsets)$")
-    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT")
     assert broken.state == "failed"
     assert broken.task_states()["group_parity"] == "failed"
     text = broken.failure()
@@ -485,7 +484,7 @@ def test_spark_parity_passes_a_clean_failover_and_names_what_is_missing(fo, run_
     verdicts = {e.action: e for e in fixed.events(kind="step") if e.action.startswith("step.parity.")
                 and e.result == "noop" and e.details.get("status") == "passed"}
     assert set(verdicts) == {"step.parity.group_parity", "step.parity.record_parity"}
-    assert {v.details["engine"] for v in verdicts.values()} == {"spark-submit (local[2])"}
+    assert {v.details["engine"] for v in verdicts.values()} == {"spark-connect (spark_connect_default)"}
     # Every position was proven exact, so the record proof read from the lowest one (group "11") to
     # the end on both sides, not the whole partition.
     snap = Path(verdicts["step.parity.record_parity"].details["output"]).parent / "snapshot" / "ranges.parquet"

@@ -165,13 +165,15 @@ def test_the_uri_form_reads_as_airflows_connection_uri(uri):
 
 
 def _not_text(value: str) -> bool:
-    """A JSON form with a field that should be text and is not (Airflow keeps it, or drops it when falsy)."""
+    """A JSON form with a field that should be text and is not (Airflow keeps it, or drops it when falsy), or a
+    port that is a JSON boolean (Airflow reads `true` as port 1)."""
     try:
         data = json.loads(value)
     except ValueError:
         return False
-    return isinstance(data, dict) and any(data.get(k) is not None and not isinstance(data[k], str) for k in (
-        "conn_type", "description", "host", "schema", "login", "password"))
+    return isinstance(data, dict) and (isinstance(data.get("port"), bool) or any(
+        data.get(k) is not None and not isinstance(data[k], str)
+        for k in ("conn_type", "description", "host", "schema", "login", "password")))
 
 
 def _value(conn_id: str, value: str):

@@ -213,8 +213,10 @@ def provable(scene: Scene, c: int) -> bool:
         return t
 
     def lo_hi(x: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        below = [a for a in cands if a[0] <= x]
-        above = [a for a in cands if a[0] > x]
+        # Anchors below are the syncs at or below C, those above the ones past it — a sync of the next record
+        # itself, after markers from C, is above: aligned back to it, its window counts from C.
+        below = [a for a in cands if a[0] <= min(x, c)]
+        above = [a for a in cands if a[0] > min(x, c)]
         lo = [a for a in below if a[0] == below[-1][0]] if below else []
         if not below and scene.s_low == 0 == scene.t_low and view and sends and sends[0] == view[0]:
             lo = [(0, 0)]  # the partitions' starts: the window counts from offset 0

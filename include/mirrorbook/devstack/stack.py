@@ -394,6 +394,10 @@ class DevStack:
             if node.process and node.process.alive():
                 continue
             assert sc is not None
+            if node is sc.master and sc.process and sc.process.alive():
+                # An application never registers again with a master that was restarted (only a standalone HA
+                # recovery would tell it where the master is): the server would wait for executors forever.
+                sc.process.stop()
             node.process = spark.launch_node(java, sc, node, self.run_dir, self._logs_dir,
                                              executor_memory_mb=state.settings.spark_executor_memory_mb)
             started.append(node.name)
@@ -683,6 +687,7 @@ class DevStack:
                                            "alive": bool(n.process and n.process.alive()),
                                            "log": n.process.log if n.process else None}
                                           for n in state.spark.nodes()],
+                              "executor_logs": str(spark.workers_dir(self.run_dir)) if state.spark.master else None,
                               "pid": state.spark.process.pid if state.spark.process else None,
                               "alive": bool(state.spark.process and state.spark.process.alive()),
                               "connection_id": spark.CONN_ID,

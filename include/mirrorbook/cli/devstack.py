@@ -183,6 +183,8 @@ def _print_status(status: dict[str, Any]) -> None:
               f"connection {sc['connection_id']}" + (f"  status API {sc['ui']}/api/v1" if sc.get("ui") else ""))
         for n in sc.get("cluster") or []:
             print(f"    {n['name']}: {n['url']} (UI {n['ui']})  pid={n['pid']} {'up' if n['alive'] else 'DOWN'}")
+        if sc.get("executor_logs"):
+            print(f"    executors' logs: {sc['executor_logs']}/<application>/<executor>/")
     for f in status["flows"]:
         print(f"  flow {f['name']}:")
         for name, c in f["connectors"].items():

@@ -180,7 +180,7 @@ def cluster_settings(state: SparkConnectState, executor_memory_mb: int) -> dict[
             "spark.ui.enabled": "true", "spark.ui.port": str(state.ui_port), "spark.port.maxRetries": "0"}
 
 
-def daemon_args(state: SparkConnectState, node: SparkNode, work: Path, executor_memory_mb: int) -> list[str]:
+def daemon_args(state: SparkConnectState, node: SparkNode, run_dir: Path, executor_memory_mb: int) -> list[str]:
     """spark-class's arguments for a daemon of the cluster: its class, where it listens, and for a worker what it
     offers (EXECUTORS_PER_WORKER executors of the server's size) and its master."""
     assert state.master is not None
@@ -188,7 +188,7 @@ def daemon_args(state: SparkConnectState, node: SparkNode, work: Path, executor_
     if node is state.master:
         return [MASTER_CLASS, *args]
     return [WORKER_CLASS, *args, "--cores", str(EXECUTORS_PER_WORKER * executor_cores()),
-            "--memory", f"{EXECUTORS_PER_WORKER * executor_memory_mb}m", "--work-dir", str(work / "workers"),
+            "--memory", f"{EXECUTORS_PER_WORKER * executor_memory_mb}m", "--work-dir", str(workers_dir(run_dir)),
             state.master_url]
 
 
@@ -219,9 +219,14 @@ def spark_env(java: str, work: Path, log_dir: Path) -> dict[str, str]:
             "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(log_dir), "SPARK_IDENT_STRING": IDENT}
 
 
+def workers_dir(run_dir: Path) -> Path:
+    """The cluster's workers' work dir: each executor's files and logs in <application id>/<executor id>/."""
+    return run_dir / "spark" / "workers"
+
+
 def workdir(run_dir: Path, log_dir: Path) -> Path:
-    """The run dir's spark/ (conf, tmp, warehouse, the workers' work dirs, the log4j2 config), made."""
-    work = run_dir / "spark"
+    """The run dir's spark/ (conf, tmp, warehouse, the workers' work dir, the log4j2 config), made."""
+    work = workers_dir(run_dir).parent
     for sub in ("conf", "tmp", "warehouse", "workers"):
         (work / sub).mkdir(parents=True, exist_ok=True)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +241,7 @@ def launch_node(java: str, state: SparkConnectState, node: SparkNode, run_dir: P
     for port in (node.port, node.ui_port):
         ports.require_free(port, f"the Spark {node.name}")
     work = workdir(run_dir, log_dir)
-    args = daemon_args(state, node, work, executor_memory_mb)
+    args = daemon_args(state, node, run_dir, executor_memory_mb)
     env = {**spark_env(java, work, log_dir), "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
            "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile=file:{work / 'log4j2.properties'}"}
     log = log_dir / f"{node.name}.log"

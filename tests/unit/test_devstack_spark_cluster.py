@@ -20,7 +20,7 @@ from mirrorbook.devstack.errors import DevstackError
 from mirrorbook.devstack.processes import ProcessRecord
 from mirrorbook.devstack.stack import DevStack, StackState, merged
 
-WORK = Path("/run/spark")
+RUN = Path("/run")
 
 
 def _state(workers: int) -> spark.SparkConnectState:
@@ -59,13 +59,13 @@ def test_the_server_takes_an_executor_of_the_machines_cores_on_each_worker_and_l
     assert conf["spark.executor.memory"] == f"{mb}m"
     assert (conf["spark.ui.enabled"], conf["spark.ui.port"]) == ("true", str(state.ui_port))
     worker = state.workers[0]
-    args = spark.daemon_args(state, worker, WORK, mb)
+    args = spark.daemon_args(state, worker, RUN, mb)
     assert args[0] == spark.WORKER_CLASS and args[-1] == state.master_url
     assert args[1:7] == ["--host", "127.0.0.1", "--port", str(worker.port), "--webui-port", str(worker.ui_port)]
     offered = dict(zip(args[7:-1:2], args[8:-1:2]))
     # Two executors of the server's size: the server's, held for its life, and a spark-submit job's beside it.
-    assert offered == {"--cores": str(2 * cores), "--memory": f"{2 * mb}m", "--work-dir": str(WORK / "workers")}
-    assert spark.daemon_args(state, state.master, WORK, mb) == [
+    assert offered == {"--cores": str(2 * cores), "--memory": f"{2 * mb}m", "--work-dir": "/run/spark/workers"}
+    assert spark.daemon_args(state, state.master, RUN, mb) == [
         spark.MASTER_CLASS, "--host", "127.0.0.1", "--port", str(state.master.port), "--webui-port",
         str(state.master.ui_port)]
 

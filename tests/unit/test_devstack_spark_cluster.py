@@ -156,3 +156,14 @@ def test_declared_ports_never_collide_with_the_stacks_own(n):
     kafka = state.all_ports()
     stack._ensure_spark_declared(state)
     assert state.spark is not None and not kafka & state.spark.ports()
+
+
+def test_settings_that_ask_for_no_server_leave_the_declared_cluster_as_it_is(tmp_path):
+    """As a test session's: `up(stack_settings())` on a reused run dir whose server runs on a cluster."""
+    stack, state = _declared(tmp_path, 1)
+    declared = state.spark
+    assert declared is not None
+    declared.workers[0].process = _me()
+    state.settings = config.StackSettings()
+    stack._ensure_spark_declared(state)
+    assert state.spark is declared

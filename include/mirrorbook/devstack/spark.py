@@ -243,7 +243,9 @@ def launch_node(java: str, state: SparkConnectState, node: SparkNode, run_dir: P
     work = workdir(run_dir, log_dir)
     args = daemon_args(state, node, run_dir, executor_memory_mb)
     env = {**spark_env(java, work, log_dir), "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
-           "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile=file:{work / 'log4j2.properties'}"}
+           # The daemons only schedule: C1 and SerialGC start them sooner on two cores (as the stack's brokers).
+           "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile=file:{work / 'log4j2.properties'} "
+                                     "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
     log = log_dir / f"{node.name}.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(["bash", str(spark_home() / "bin" / "spark-class"), *args], env=env, cwd=work,
@@ -264,27 +266,30 @@ def status_json(url: str, timeout_s: float = 5.0) -> Any:
         return None
 
 
-def _check_alive(state: SparkConnectState) -> None:
+def _check_alive(state: SparkConnectState, server: bool = True) -> None:
+    """Each recorded daemon (and the server, unless not yet relaunched: its record may be a dead one's) runs."""
     for name, proc in state.processes().items():
-        if not proc.alive():
+        if (server or name != "spark-connect") and not proc.alive():
             raise died_error(proc, f"Spark {name}")
 
 
-def wait_cluster(state: SparkConnectState, timeout_s: float) -> None:
-    """Until the master lists every worker ALIVE (each registered, its cores and memory offered)."""
+def wait_cluster(state: SparkConnectState, timeout_s: float, workers: bool = True) -> None:
+    """Until the master answers and lists every worker ALIVE (each registered, its cores and memory offered); with
+    `workers` False, until it answers (an application may register from then on)."""
     assert state.master is not None
     deadline = time.monotonic() + timeout_s
-    alive = 0
+    alive = None
     while time.monotonic() < deadline:
-        _check_alive(state)
+        _check_alive(state, server=False)
         got = status_json(f"{state.master.ui}/json/")
-        alive = int(got.get("aliveworkers", 0)) if isinstance(got, dict) else 0
-        if alive >= len(state.workers):
+        alive = int(got.get("aliveworkers", 0)) if isinstance(got, dict) else None
+        if alive is not None and (not workers or alive >= len(state.workers)):
             return
         time.sleep(0.3)
-    raise ReadinessTimeout(f"The Spark master at {state.master_url} listed {alive} of {len(state.workers)} workers "
-                           f"alive within {timeout_s:.0f}s",
-                           f"read {state.master.process.log if state.master.process else 'its log'}")
+    said = "did not answer" if alive is None else f"listed {alive} of {len(state.workers)} workers alive"
+    raise ReadinessTimeout(f"The Spark master at {state.master_url} {said} within {timeout_s:.0f}s",
+                           f"read {state.master.process.log if state.master.process else 'its log'} and the "
+                           "workers' logs beside it")
 
 
 def executors(state: SparkConnectState) -> list[dict[str, Any]]:
@@ -343,6 +348,8 @@ def wait_ready(state: SparkConnectState, timeout_s: float) -> None:
     application has an executor on every worker (its first proof would otherwise wait for them)."""
     assert state.process
     deadline = time.monotonic() + timeout_s
+    if state.master is not None:
+        wait_cluster(state, timeout_s)
     while time.monotonic() < deadline:
         _check_alive(state)
         if ports.wait_port_open(state.port, HOST) and (

@@ -371,17 +371,16 @@ class DevStack:
 
     def _ensure_spark_declared(self, state: StackState) -> None:
         """The server (and its cluster) the settings ask for. A stopped server's cluster is re-declared to the
-        asked size (its own port kept: the written connection stays valid); a running one's is refused."""
+        asked size (its own port kept: the written connection stays valid); a running one's is refused. Settings
+        that ask for no server (a test session's, given whole) leave a declared one as it is."""
         workers = state.settings.spark_workers
         sc = state.spark
-        if sc is not None and len(sc.workers) == workers:
+        if not state.settings.spark or (sc is not None and len(sc.workers) == workers):
             return
         if sc is not None and any(p.alive() for p in sc.processes().values()):
             raise DevstackError(spark_resize_refusal(self.run_dir, len(sc.workers), workers),
                                 f"mirrorbook devstack down --run-dir {self.run_dir}, then up --spark-workers "
                                 f"{workers} (Kafka's data and ports and the server's URL are kept)")
-        if sc is None and not state.settings.spark:
-            return
         taken = state.all_ports() - (sc.ports() if sc else set())
         needed = (0 if sc else 1) + spark.cluster_ports(workers)
         free = iter(ports.pick_free(needed, avoid=taken) if needed else [])
@@ -404,13 +403,13 @@ class DevStack:
             self._save(state)
 
     def _launch_spark(self, java: str, state: StackState, started: list[str], timeout_s: float) -> None:
-        """The server, if it is not up (on a cluster, once the master lists every worker: registering its
-        application earlier would only be retried)."""
+        """The server, if it is not up (on a cluster, once its master answers: an application registering earlier
+        is retried only 20 s later; the workers register meanwhile, and `wait_ready` waits for their executors)."""
         sc = state.spark
         if sc is None or (sc.process and sc.process.alive()):
             return
         if sc.master is not None:
-            spark.wait_cluster(sc, timeout_s)
+            spark.wait_cluster(sc, timeout_s, workers=False)
         sc.process = spark.launch(java, sc, self.run_dir, self._logs_dir,
                                   driver_memory_mb=state.settings.spark_driver_memory_mb,
                                   executor_memory_mb=state.settings.spark_executor_memory_mb)

@@ -196,8 +196,11 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver as the executor reaches it (client mode)
     shared = tmp_path / "shared-mount"
     uri = f"file://{shared}"
+    # The executor the cluster starts for this one small job: quick to start, as the job's own driver is on a
+    # local master (a non-local master's jobs get no such settings of ours: test_contract).
     job = _tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path / "worker",
-                        master=spark_connect.master, source_options={"security.protocol": "PLAINTEXT"})
+                        master=spark_connect.master, source_options={"security.protocol": "PLAINTEXT"},
+                        conf={"spark.executor.extraJavaOptions": submit.QUICK_START_JVM})
     options = Path(job.application_args[job.application_args.index("--kafka-options-file") + 1])
     real_stage = staging.stage
 

@@ -22,6 +22,7 @@ from mirrorbook.clients import Clients, cli_clients
 from mirrorbook.connect.client import ConnectClient, ConnectSettings
 from mirrorbook.connections import FileSource, Lookup
 from mirrorbook.connect.wait import reached, wait_for
+from mirrorbook.devstack import spark
 from mirrorbook.devstack.config import Mm2Settings, StackSettings
 from mirrorbook.devstack.stack import DevStack, StackState
 from mirrorbook.kafka.admin import KafkaAdmin
@@ -182,24 +183,43 @@ def stack_clients(stack: DevStack) -> Clients:
 class SparkConnectServer:
     url: str  # sc://127.0.0.1:PORT
     pid: int
-    started: list[str]  # what the `devstack up --spark` that brought it up started
+    started: list[str]  # what the `devstack up --spark-workers 1` that brought it up started
     others_before: dict[str, int]  # the stack's other processes (name -> pid) before that `up`
+    master: str  # spark://127.0.0.1:PORT, the cluster's standalone master
+    master_ui: str  # its web UI (/json/: the workers and applications)
+    ui: str  # the server's web UI, whose status API says which executor ran each task
+    workers: dict[str, int]  # the cluster's workers: name -> pid (each executor is a child of its worker)
+    work_dir: Path  # the workers' work dir: an application's executors' logs in <app id>/<executor id>/
+
+
+# The session's server runs on a standalone cluster of one worker: every proof the suite runs over Spark Connect
+# (tests/spark, tests/dags) has its tasks run by an executor in a JVM of their own, as on a real cluster.
+SPARK_SESSION = {"spark": True, "spark_workers": 1}
+
+
+def is_spark(name: str) -> bool:
+    """A process of the stack's Spark: the Connect server, or its cluster's master and workers."""
+    return name.startswith("spark-")
 
 
 @pytest.fixture(scope="session")
 def spark_connect(devstack: DevStack) -> Iterator[SparkConnectServer]:
-    """The session stack's Spark Connect server, added by the first test that asks (others never pay for it).
+    """The session stack's Spark Connect server, on its cluster, added by the first test that asks (others never
+    pay for it).
 
-    `up` with `spark` (what `devstack up --spark` passes) is a reconciler: on the running stack only the
-    server starts. The session's `down` stops it with the rest — after this process's client session is
-    closed, or pyspark would retry releasing it at exit against a server that is gone.
+    `up` with SPARK_SESSION (what `devstack up --spark-workers 1` passes) is a reconciler: on the running stack only
+    the cluster and the server start. The session's `down` stops them with the rest — after this process's client
+    session is closed, or pyspark would retry releasing it at exit against a server that is gone.
     """
-    others = {n: p.pid for n, p in devstack.require().processes().items() if n != "spark-connect"}
-    result = devstack.up(overrides={"spark": True})
+    others = {n: p.pid for n, p in devstack.require().processes().items() if not is_spark(n)}
+    result = devstack.up(overrides=SPARK_SESSION)
     state = devstack.require()
-    assert state.spark is not None and state.spark.process is not None
+    assert state.spark and state.spark.process and state.spark.ui and state.spark.master
     yield SparkConnectServer(url=state.spark.url, pid=state.spark.process.pid, started=result["started"],
-                             others_before=others)
+                             others_before=others, master=state.spark.master_url, master_ui=state.spark.master.ui,
+                             ui=state.spark.ui, workers={n.name: n.process.pid for n in state.spark.workers
+                                                         if n.process},
+                             work_dir=spark.workers_dir(devstack.run_dir))
     from mirrorbook.parity import connect
     connect.close()
 

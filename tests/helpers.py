@@ -132,3 +132,38 @@ class ActiveConsumer:
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()
+
+
+def spark_status(ui: str, path: str = "") -> Any:
+    """What the status API of the Spark application behind web UI `ui` says at `path` (under its application)."""
+    import httpx
+
+    app = httpx.get(f"{ui}/api/v1/applications", timeout=10).raise_for_status().json()[0]["id"]
+    return httpx.get(f"{ui}/api/v1/applications/{app}{path}", timeout=10).raise_for_status().json()
+
+
+def spark_last_stage(ui: str) -> int:
+    """The highest stage id the application has had (-1: none yet): a job's stages are the ones after it."""
+    return max((s["stageId"] for s in spark_status(ui, "/stages")), default=-1)
+
+
+def spark_tasks_since(ui: str, stage: int) -> dict[str, int]:
+    """How many tasks of the stages after `stage` each executor ran ("driver": the driver's own JVM, as on a
+    local master), once every such stage is complete (the status API learns of them a moment after the job)."""
+    stages = [s for s in spark_status(ui, "/stages") if s["stageId"] > stage]
+    if not stages or any(s["status"] == "ACTIVE" for s in stages):
+        return {}
+    ran: dict[str, int] = {}
+    for s in stages:
+        for task in spark_status(ui, f"/stages/{s['stageId']}/{s['attemptId']}/taskList?length=100000"):
+            ran[task["executorId"]] = ran.get(task["executorId"], 0) + 1
+    return ran
+
+
+def spark_executor_pids(ui: str) -> dict[str, int]:
+    """Each executor's JVM: the process listening on the host:port the status API gives it."""
+    import psutil
+
+    listening = {c.laddr.port: c.pid for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    return {e["id"]: listening[int(e["hostPort"].rsplit(":", 1)[1])] for e in spark_status(ui, "/executors")
+            if e["isActive"]}

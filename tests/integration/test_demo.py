@@ -92,7 +92,7 @@ def test_a_newcomers_first_steps_run_as_written(devstack: DevStack, spark_connec
         if name != "untouched":
             assert all(int(down) <= int(up) for up, down in rows), rows  # conservative, never ahead
     assert re.search(rf"^Spark Connect server: {re.escape(spark_connect.url)} "
-                     rf"\(local\[\*\], pid {spark_connect.pid}\)$",
+                     rf"\({re.escape(spark_connect.master)}, pid {spark_connect.pid}\)$",
                      out, re.M), out
     assert "parity proofs" in out
     assert f"spark_connect_default,\n  written to {me.run_dir}/airflow-connections.json" in out

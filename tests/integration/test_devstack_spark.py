@@ -1,4 +1,5 @@
-"""The devstack's Spark Connect server (`devstack up --spark`): the pinned pyspark's own server, for real.
+"""The devstack's Spark Connect server (`devstack up --spark-workers 1`): the pinned pyspark's own server, on a Spark
+standalone cluster of the stack's own (a master and a worker, pyspark's too), for real.
 
 One server per test session (the `spark_connect` fixture); the test of `down` runs last in the session.
 """
@@ -7,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
 
+import httpx
 import psutil
 import pytest
 from pyspark.sql import SparkSession
@@ -25,7 +28,8 @@ from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.tools import find_java
 from mirrorbook.devstack.workload import load
 from mirrorbook.parity import connect
-from tests.conftest import SparkConnectServer
+from tests.conftest import SparkConnectServer, is_spark
+from tests.helpers import spark_executor_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -61,31 +65,53 @@ def spark_session(session_url: str) -> Iterator[SparkSession]:
         session.stop()
 
 
-def test_up_spark_on_a_running_stack_starts_only_the_server(devstack, spark_connect):
+def test_up_spark_on_a_running_stack_starts_only_the_server_and_its_cluster(devstack, spark_connect):
     if os.environ.get("MIRRORBOOK_TEST_RUN_DIR") and not spark_connect.started:
         pytest.skip("reused run dir whose server was already running: nothing was started to check")
-    assert spark_connect.started == ["spark-connect"]
-    # The rest of the stack was not restarted.
-    assert {n: p for n, p in _pids(devstack).items() if n != "spark-connect"} == spark_connect.others_before
+    # The cluster's daemons first, the server once its workers are registered; the rest of the stack untouched.
+    assert spark_connect.started == ["spark-master", "spark-worker-1", "spark-connect"]
+    assert {n: p for n, p in _pids(devstack).items() if not is_spark(n)} == spark_connect.others_before
 
-    # The recorded pid is the server's JVM itself (not a launcher shell), listening where the state says.
-    proc = psutil.Process(spark_connect.pid)
-    assert proc.name() == "java"
-    assert "org.apache.spark.sql.connect.service.SparkConnectServer" in proc.cmdline()
-    assert Path(devstack.require().spark.process.log).is_relative_to(devstack.run_dir)
-    port = int(spark_connect.url.rsplit(":", 1)[1])
-    assert ports.wait_port_open(port, "127.0.0.1")
+    # Each recorded pid is the JVM itself (not a launcher shell), logging in the run dir, listening where the
+    # state says: the server, the standalone master and its worker.
+    state = devstack.require().spark
+    for name, main in (("spark-connect", spark.SERVER_CLASS), ("spark-master", spark.MASTER_CLASS),
+                       ("spark-worker-1", spark.WORKER_CLASS)):
+        record = state.processes()[name]
+        proc = psutil.Process(record.pid)
+        assert proc.name() == "java" and main in proc.cmdline(), name
+        assert Path(record.log).is_relative_to(devstack.run_dir)
+    assert state.process.pid == spark_connect.pid
+    for port in state.ports():
+        assert ports.wait_port_open(port, "127.0.0.1"), port
+    # The master lists its worker; the server's application holds an executor of the machine's cores on it.
+    master = httpx.get(f"{spark_connect.master_ui}/json/", timeout=10).json()
+    assert (master["url"], master["aliveworkers"]) == (spark_connect.master, 1)
+    [app] = [a for a in master["activeapps"] if a["name"] == "Spark Connect server"]
+    assert app["cores"] == spark.executor_cores()
 
-    # A second `up --spark` (the CLI, as a user types it) starts nothing.
+    # A second `up --spark` (the CLI, as a user types it) starts nothing: the stack keeps its cluster.
     before = _pids(devstack)
     out = _cli(devstack, "up", "--spark")
     assert "nothing to do" in out
-    assert f"spark connect: {spark_connect.url} (local[*])  pid={spark_connect.pid} up" in out
+    assert f"spark connect: {spark_connect.url} ({spark_connect.master})  pid={spark_connect.pid} up" in out
+    assert f"status API {spark_connect.ui}/api/v1" in out
+    assert re.search(rf"spark-worker-1: spark://127\.0\.0\.1:\d+ \(UI http://127\.0\.0\.1:\d+\)  "
+                     rf"pid={spark_connect.workers['spark-worker-1']} up", out), out
     assert _pids(devstack) == before
+    # Another count on the running server is refused before anything starts, naming the fix.
+    refused = subprocess.run([sys.executable, "-m", "mirrorbook.cli", "devstack", "up", "--spark-workers", "2",
+                              "--run-dir", str(devstack.run_dir)], capture_output=True, text=True)
+    assert refused.returncode != 0 and "runs its Spark Connect server on a cluster of 1 Spark worker, not a " \
+        "cluster of 2 Spark workers" in refused.stderr and f"fix: mirrorbook devstack down --run-dir " \
+        f"{devstack.run_dir}, then up --spark-workers 2" in refused.stderr, refused.stderr
+    assert _pids(devstack) == before and devstack.require().settings.spark_workers == 1
 
     status = json.loads(_cli(devstack, "status", "--json"))["spark_connect"]
     assert (status["url"], status["pid"], status["alive"]) == (spark_connect.url, spark_connect.pid, True)
-    assert status["connection_id"] == "spark_connect_default"
+    assert (status["master"], status["ui"], status["connection_id"]) == (spark_connect.master, spark_connect.ui,
+                                                                         "spark_connect_default")
+    assert [(n["name"], n["alive"]) for n in status["cluster"]] == [("spark-master", True), ("spark-worker-1", True)]
 
 
 def test_connection_names_the_server_in_the_providers_form(devstack, spark_connect, session_url):
@@ -116,19 +142,26 @@ def test_taken_port_is_named_before_the_server_starts(tmp_path: Path):
     assert not (tmp_path / "logs").exists()  # nothing was launched
 
 
-def test_down_stops_exactly_the_server_it_started(devstack, spark_connect):
+def test_down_stops_exactly_the_server_and_its_cluster(devstack, spark_connect):
     """`down` on the session stack, then `up` again: the tests (and fixture teardowns) after this one need it."""
     state = devstack.require()
     server = state.spark.process
     assert server.pid == spark_connect.pid and server.alive()
+    executors = [psutil.Process(pid) for e, pid in spark_executor_pids(spark_connect.ui).items() if e != "driver"]
+    assert executors and all(e.ppid() in spark_connect.workers.values() for e in executors)
     others = [p for n, p in state.processes().items() if n != "spark-connect"]
     stopped = _cli(devstack, "down")
-    assert "spark-connect" in stopped
+    # The server first (its application ends), then the worker (its executors with it), then the master.
+    assert "spark-connect, spark-worker-1, spark-master" in stopped
     assert server.exited()
     assert not any(p.alive() for p in others)
+    assert not any(e.is_running() and e.status() != psutil.STATUS_ZOMBIE for e in executors)  # no JVM left
     assert devstack.require().spark.process is None
-    assert ports.is_free(int(spark_connect.url.rsplit(":", 1)[1]), "127.0.0.1")
+    for port in state.spark.ports():
+        assert ports.is_free(port, "127.0.0.1"), port
     status = json.loads(_cli(devstack, "status", "--json"))["spark_connect"]
     assert (status["url"], status["pid"], status["alive"]) == (spark_connect.url, None, False)
-    devstack.up(overrides={"spark": True})  # the same ports: the session's URLs stay valid
+    assert not any(n["alive"] for n in status["cluster"])
+    devstack.up(overrides={"spark": True})  # the same ports and cluster: the session's URLs stay valid
     assert devstack.require().spark.url == spark_connect.url
+    assert devstack.require().spark.master_url == spark_connect.master

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import psutil
 import pytest
 
 from mirrorbook.devstack.workload import GroupSpec, load
@@ -28,7 +29,8 @@ from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.records import Checkpoint
 from mirrorbook.parity import connect, submit
 from mirrorbook.parity.collector import ExpectedOffset, GroupBoundary
-from tests.helpers import eventually, wait_mirrored
+from tests.conftest import SparkConnectServer
+from tests.helpers import eventually, spark_executor_pids, spark_last_stage, spark_tasks_since, wait_mirrored
 
 PARTITIONS, RECORDS = 3, 300
 SKIP_BY = 7
@@ -143,3 +145,27 @@ def run_job(request: pytest.FixtureRequest) -> Callable[[submit.SparkSubmitSpec]
         return lambda spec: submit.run(spec, timeout_s=600)
     url = request.getfixturevalue("spark_connect").url
     return lambda spec: connect.run(spec, url)
+
+
+@pytest.fixture
+def on_the_cluster(request: pytest.FixtureRequest) -> Callable[[], dict[str, int]]:
+    """For a test run with `run_job` over Spark Connect: call it once the job ran; it asserts that the job's tasks
+    (the stages since this fixture was set up) ran on the cluster's executors, none on the driver, each executor a
+    JVM of its own (not the server's) started by a worker of the cluster, and returns the tasks each ran. With
+    spark-submit (a local master of its own) there is nothing to check: {}."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("run_job") != "spark-connect":
+        return dict
+    server: SparkConnectServer = request.getfixturevalue("spark_connect")
+    since = spark_last_stage(server.ui)
+
+    def check() -> dict[str, int]:
+        ran = eventually(lambda: spark_tasks_since(server.ui, since), timeout=30, what="the job's tasks")
+        assert "driver" not in ran, ran
+        jvms = spark_executor_pids(server.ui)
+        for executor in ran:
+            jvm = psutil.Process(jvms[executor])
+            assert jvm.pid != server.pid and jvm.name() == "java"
+            assert jvm.ppid() in server.workers.values(), (executor, jvm.ppid(), server.workers)
+        return ran
+    return check

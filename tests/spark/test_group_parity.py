@@ -61,11 +61,12 @@ def test_clean_failover_passes(run_job, scene: Scene, admin_b, tmp_path: Path):
 
 
 def test_faulty_failover_fails_naming_groups_and_partitions(run_job, scene: Scene, admin_b, tmp_path: Path,
-                                                            capfd: pytest.CaptureFixture[str]):
+                                                            capfd: pytest.CaptureFixture[str], on_the_cluster):
     expected = scene.expected(["g-precise", "g-mm2", "g-skip", "g-missing"])
     snap = collector.collect_group_snapshot(tmp_path / "snap", expected, {"B": admin_b})
     max_reread = 10
     summary = run_job(_job(snap, tmp_path / "out", max_reread=max_reread))
+    on_the_cluster()  # over Spark Connect: every task on the cluster's executor, none in the server's JVM
 
     assert summary.exit_code == 1 and summary.status == "failed" and not summary.passed
     rows = _same_as_single_process(summary, snap, max_reread=max_reread)

@@ -1,6 +1,6 @@
 """record_parity.py reading the devstack's topics through Spark's Kafka source (the spark-sql-kafka 4.2.0 jar
-set resolved by maven.spark_kafka_libs, on pyspark 4.3.0), on the session's Spark Connect server and by a
-real spark-submit (local[2]) through a parity URI.
+set resolved by maven.spark_kafka_libs, on pyspark 4.3.0), on the session's Spark Connect server (on the session's
+Spark standalone cluster), by a real spark-submit (local[2]), and by one through a parity URI to that cluster.
 
 Records + boundaries on the clean mirror (pass); records + boundaries with tampered partitions on B (fail,
 named), over Connect and by spark-submit through MIRRORBOOK_PARITY_URI; checksums only over whole topics
@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
@@ -23,6 +24,7 @@ from mirrorbook.devstack.workload import load, produce_transactional, record
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.parity import collector, submit
+from tests.conftest import SparkConnectServer
 from tests.helpers import eventually, wait_mirrored
 from tests.spark.conftest import CONNECT_ONLY, PARTITIONS, RECORDS, SKIP_BY, Scene
 
@@ -100,7 +102,7 @@ CUT = 3  # the scene's partition 2 is compared without its last records on the t
 
 
 def _tampered_job(scene: Scene, t: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
-                  **kwargs) -> submit.SparkSubmitSpec:
+                  master: str = MASTER, **kwargs) -> submit.SparkSubmitSpec:
     """The scene's skipping group, a foreign record's group, a group on the out-of-order partition and one
     with nothing committed on the target; the scene's partition 2 compared without its last CUT records."""
     foreign = collector.GroupBoundary(group="g-foreign", source_topic=t.topic, source_partition=0,
@@ -114,7 +116,7 @@ def _tampered_job(scene: Scene, t: Tampered, admin_a, admin_b, bootstrap_a, boot
     snap = collector.write_record_snapshot(
         tmp_path / "snap", scene_ranges + _ranges(admin_a, admin_b, t.topic, t.remote),
         scene.boundaries("g-skip") + [foreign, disordered, gone])
-    return submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER, **kwargs)
+    return submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=master, **kwargs)
 
 
 def _tampered_verdict(summary: submit.ParitySummary, log: str | None, scene: Scene, t: Tampered) -> None:
@@ -157,38 +159,48 @@ def _tampered_verdict(summary: submit.ParitySummary, log: str | None, scene: Sce
 
 @CONNECT_ONLY
 def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Scene, tampered: Tampered, admin_a,
-                                                       admin_b, bootstrap_a, bootstrap_b, tmp_path: Path):
+                                                       admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
+                                                       on_the_cluster):
     summary = run_job(_tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path))
+    on_the_cluster()  # the Kafka reads and the comparison: tasks of the cluster's executor, none the server's
     assert summary.exit_code == 1
     # over Spark Connect the job's lines go to this process's stderr
     _tampered_verdict(summary, capfd.readouterr().err, scene, tampered)
 
 
 def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_worker(
-        scene: Scene, tampered: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path, monkeypatch):
+        scene: Scene, tampered: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path, monkeypatch,
+        spark_connect: SparkConnectServer):
     """The tampered mirror's verdict by spark-submit with MIRRORBOOK_PARITY_URI, through the proof operator's
     own path (ParitySparkSubmitOperator.run_job: the Spark provider's SparkSubmitHook, the spark_default
-    connection).
+    connection), to the session's Spark standalone cluster (the master the Connect server runs on) in client mode.
 
-    What is real: the staging of the snapshots to a file:// URI; a real spark-submit whose driver reads
-    them, and writes its Parquet results and its JSON summary, through Hadoop's FileSystem at that URI;
-    the Kafka client options (a private file) shipped with the job by spark-submit --files, never to the
-    URI, and found by the driver where Spark put them; the operator reading the summary and the results
-    back through the URI (pyarrow.fs). The local snapshot files are deleted once staged, before
-    spark-submit starts, and the job is given no path of this worker.
+    What is real: a cluster — a standalone master, and a worker whose executor (a JVM of its own, started by the
+    worker for this application beside the Connect server's) runs the job's tasks; the staging of the snapshots to
+    a file:// URI; a real spark-submit whose driver reads them, and writes its Parquet results and its JSON summary,
+    through Hadoop's FileSystem at that URI; the Kafka client options (a private file) shipped with the job by
+    spark-submit --files, never to the URI, and found by the driver where Spark put them; the operator reading the
+    summary and the results back through the URI (pyarrow.fs). The local snapshot files are deleted once staged,
+    before spark-submit starts, and the job is given no path of this worker.
 
-    What is not: a cluster. The master is local[2] (spark_default of the test session) — the driver shares this
-    machine — and the "shared mount" is a local directory. With the URI set the proofs stage through it whatever
-    the master, which is what lets a local master take this path; a non-local master without it is refused
-    (test_pause_resume) and gets no local-only settings (test_contract)."""
+    What is not: another machine. The driver (client mode) and the executor share this one, and the "shared mount"
+    is a local directory. A non-local master without the URI is refused (test_pause_resume) and gets no local-only
+    settings (test_contract)."""
     from mirrorbook.airflow.operators.parity import ParitySparkSubmitOperator
     from mirrorbook.parity import staging
     from mirrorbook.runbooks.params import FailoverParams
 
+    host, port = spark_connect.master.rsplit(":", 1)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": host,
+                                                                 "port": int(port)}))
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver as the executor reaches it (client mode)
     shared = tmp_path / "shared-mount"
     uri = f"file://{shared}"
+    # The executor the cluster starts for this one small job: quick to start, as the job's own driver is on a
+    # local master (a non-local master's jobs get no such settings of ours: test_contract).
     job = _tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path / "worker",
-                        source_options={"security.protocol": "PLAINTEXT"})
+                        master=spark_connect.master, source_options={"security.protocol": "PLAINTEXT"},
+                        conf={"spark.executor.extraJavaOptions": submit.QUICK_START_JVM})
     options = Path(job.application_args[job.application_args.index("--kafka-options-file") + 1])
     real_stage = staging.stage
 
@@ -211,10 +223,20 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
     assert inputs["boundaries"] == f"{base}/snapshot/boundaries.parquet"
     assert (shared / "mm2_failover/run-1/record_parity/summary.json/_SUCCESS").is_file()  # the driver's write
     assert not list((tmp_path / "worker" / "snap").iterdir())
-    assert summary.model_extra["staged_at"] == base and summary.model_extra["master"] == MASTER
+    assert summary.model_extra["staged_at"] == base and summary.model_extra["master"] == spark_connect.master
     assert Path(summary.outputs["boundaries"]).is_relative_to(tmp_path / "worker")  # fetched back here
     assert json.loads(job.summary_path.read_text())["staged_at"] == base
     _tampered_verdict(summary, None, scene, tampered)
+    _ran_on_the_cluster(spark_connect, "mirrorbook-record_parity")
+
+
+def _ran_on_the_cluster(server: SparkConnectServer, name: str) -> None:
+    """The master lists the job's application, finished, its cores granted; the worker ran an executor for it (a
+    JVM of its own: the driver was spark-submit's, here) whose log shows the job's tasks."""
+    apps = [a for a in httpx.get(f"{server.master_ui}/json/", timeout=10).json()["completedapps"] if a["name"] == name]
+    assert apps and apps[-1]["state"] == "FINISHED" and apps[-1]["cores"] > 0, apps
+    executor_logs = list(server.work_dir.glob(f"{apps[-1]['id']}/*/stderr"))
+    assert executor_logs and any("Running task" in log.read_text() for log in executor_logs), executor_logs
 
 
 @CONNECT_ONLY

@@ -273,7 +273,7 @@ def spark_connect_note(stack: DevStack) -> str:
     assert server is not None  # start_stack asked for it
     pid = f", pid {server.process.pid}" if server.process else ""
     return "\n".join([
-        f"Spark Connect server: {server.url} ({spark.MASTER}{pid})",
+        f"Spark Connect server: {server.url} ({server.master_url}{pid})",
         "  kept warm for the parity proofs (group and record parity after each runbook step), so a proof",
         f"  costs no Spark start-up; the runbooks reach it through the Airflow connection {spark.CONN_ID},",
         f"  written to {stack.connections_path}",

@@ -40,6 +40,10 @@ def register(p: argparse.ArgumentParser) -> None:
     up.add_argument("--spark-driver-mb", type=int, default=None,
                     help="the Spark Connect server's driver memory in MB (default 1024; the proofs of a failover of "
                          "1,000 groups x 150,000 group-partitions ran with 3072, not with 1024)")
+    up.add_argument("--spark-workers", type=int, default=None, metavar="N",
+                    help="run the Spark Connect server on a Spark standalone cluster of the stack's own, on "
+                         "127.0.0.1: a master and N workers (1-4), an executor of the machine's cores on each "
+                         "(implies --spark; 0: local[*], the default). Chosen while the server is down")
     up.add_argument("--secure", action="store_true", default=None,
                     help="SASL_SSL brokers (SCRAM-SHA-512, ACLs per principal), Connect on HTTPS with basic auth; "
                          "a throwaway CA and the secrets in 0600 files of the run dir, the secrets only in "
@@ -139,6 +143,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             out.setdefault("brokers_of", {})[alias] = n
     if args.spark_driver_mb is not None:
         out["spark_driver_memory_mb"] = args.spark_driver_mb
+    if args.spark_workers is not None:
+        out["spark_workers"] = args.spark_workers
     return out
 
 
@@ -174,7 +180,11 @@ def _print_status(status: dict[str, Any]) -> None:
     if status.get("spark_connect"):
         sc = status["spark_connect"]
         print(f"  spark connect: {sc['url']} ({sc['master']})  pid={sc['pid']} {'up' if sc['alive'] else 'DOWN'}  "
-              f"connection {sc['connection_id']}")
+              f"connection {sc['connection_id']}" + (f"  status API {sc['ui']}/api/v1" if sc.get("ui") else ""))
+        for n in sc.get("cluster") or []:
+            print(f"    {n['name']}: {n['url']} (UI {n['ui']})  pid={n['pid']} {'up' if n['alive'] else 'DOWN'}")
+        if sc.get("executor_logs"):
+            print(f"    executors' logs: {sc['executor_logs']}/<application>/<executor>/")
     for f in status["flows"]:
         print(f"  flow {f['name']}:")
         for name, c in f["connectors"].items():

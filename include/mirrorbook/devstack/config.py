@@ -55,9 +55,20 @@ class StackSettings(BaseModel):
     # A local Spark Connect server (local[*], the Kafka source on its classpath) for the parity proofs.
     spark: bool = False
     spark_driver_memory_mb: int = Field(1024, ge=256)
+    # 0: the server runs local[*]. N: on a Spark standalone cluster of the stack's own, a master and N workers, an
+    # executor of `spark_executor_memory_mb` (Spark's own default, which a spark-submit job's executor gets too) on
+    # each (devstack/spark.py). N implies `spark`. At most 4: each worker is two JVMs more on one machine.
+    spark_workers: int = Field(0, ge=0, le=4)
+    spark_executor_memory_mb: int = Field(1024, ge=256)
     # SASL_SSL brokers with ACLs, Connect on HTTPS + basic auth (devstack/security.py). Fixed at the first `up`:
     # a stack's listeners and data are made for one or the other.
     secure: bool = False
+
+    @model_validator(mode="after")
+    def _workers_mean_spark(self) -> "StackSettings":
+        if self.spark_workers:
+            self.spark = True
+        return self
 
     @model_validator(mode="after")
     def _known_clusters(self) -> "StackSettings":

@@ -162,13 +162,12 @@ class StackState(BaseModel):
     def processes(self) -> dict[str, ProcessRecord]:
         out = {n.name: n.process for c in self.brokers.values() for n in c.nodes if n.process}
         out.update({w.name: w.process for w in self.workers.values() if w.process})
-        if self.spark and self.spark.process:
-            out["spark-connect"] = self.spark.process
+        out.update(self.spark.processes() if self.spark else {})
         return out
 
     def all_ports(self) -> set[int]:
         return ({p for c in self.brokers.values() for n in c.nodes for p in (n.broker_port, n.controller_port) if p}
-                | set(self.spare_ports) | ({self.spark.port} if self.spark else set()))
+                | set(self.spare_ports) | (self.spark.ports() if self.spark else set()))
 
 
 def planned_nodes(settings: config.StackSettings) -> Iterator[tuple[str, int, str, bool]]:
@@ -194,6 +193,15 @@ def merged(settings: config.StackSettings, overrides: dict[str, Any]) -> config.
     mm2 = {**data["mm2"], **overrides.get("mm2", {})}
     data.update({k: v for k, v in overrides.items() if k != "mm2"}, mm2=mm2)
     return config.StackSettings.model_validate(data)
+
+
+def spark_resize_refusal(run_dir: Path, running: int, asked: int) -> str:
+    """Why `up` refuses to change the cluster of a running Spark Connect server: its application holds the executors
+    it was given at its start, so a cluster resized under it would keep running the proofs on the old one."""
+    def said(n: int) -> str:
+        return f"a cluster of {n} Spark worker{'s' * (n != 1)}" if n else "local[*]"
+    return (f"The stack in {run_dir} runs its Spark Connect server on {said(running)}, not {said(asked)}: "
+            "a running server's application keeps the executors it started with")
 
 
 def stop_together(records: list[ProcessRecord], kill: bool = False) -> None:
@@ -304,9 +312,11 @@ class DevStack:
             if state.security:
                 state.security.ensure()
             self._save(state)
-            # The Spark server needs nothing of Kafka to start: launched first, awaited last, its start
-            # overlaps the brokers' and workers'.
-            self._launch_spark(java, state, started)
+            # Spark needs nothing of Kafka to start: launched first, awaited last, its start overlaps the brokers'
+            # and workers'. A server on the stack's cluster starts once the workers are up, after Kafka's.
+            self._launch_spark_cluster(java, state, started)
+            if state.spark and state.spark.master is None:
+                self._launch_spark(java, state, started, timeout_s)
             if fresh:
                 self._format(java, cp, state)
             self._start_brokers(java, cp, state, timeout_s, started)
@@ -315,6 +325,7 @@ class DevStack:
                     state.security.ensure_acls(state.brokers[alias].bootstrap)
             self._seed_sources(state)
             self._start_workers(java, cp, state, timeout_s, started)
+            self._launch_spark(java, state, started, timeout_s)
             changed = self._ensure_connectors(state)
             self._wait_connectors(state, timeout_s)
             if "spark-connect" in started:
@@ -358,16 +369,50 @@ class DevStack:
             if flow.name not in worker.flows:
                 worker.flows.append(flow.name)
 
-    @staticmethod
-    def _ensure_spark_declared(state: StackState) -> None:
-        if state.settings.spark and state.spark is None:
-            state.spark = SparkConnectState(port=ports.pick_free(1, avoid=state.all_ports())[0])
-
-    def _launch_spark(self, java: str, state: StackState, started: list[str]) -> None:
-        if state.spark is None or (state.spark.process and state.spark.process.alive()):
+    def _ensure_spark_declared(self, state: StackState) -> None:
+        """The server (and its cluster) the settings ask for. A stopped server's cluster is re-declared to the
+        asked size (its own port kept: the written connection stays valid); a running one's is refused. Settings
+        that ask for no server (a test session's, given whole) leave a declared one as it is."""
+        workers = state.settings.spark_workers
+        sc = state.spark
+        if not state.settings.spark or (sc is not None and len(sc.workers) == workers):
             return
-        state.spark.process = spark.launch(java, state.spark, self.run_dir, self._logs_dir,
-                                           driver_memory_mb=state.settings.spark_driver_memory_mb)
+        if sc is not None and any(p.alive() for p in sc.processes().values()):
+            raise DevstackError(spark_resize_refusal(self.run_dir, len(sc.workers), workers),
+                                f"mirrorbook devstack down --run-dir {self.run_dir}, then up --spark-workers "
+                                f"{workers} (Kafka's data and ports and the server's URL are kept)")
+        taken = state.all_ports() - (sc.ports() if sc else set())
+        needed = (0 if sc else 1) + spark.cluster_ports(workers)
+        free = iter(ports.pick_free(needed, avoid=taken) if needed else [])
+        state.spark = spark.cluster_state(sc.port if sc else next(free), workers, free)
+
+    def _launch_spark_cluster(self, java: str, state: StackState, started: list[str]) -> None:
+        """The daemons of the standalone cluster the server runs on, if it runs on one: those not up."""
+        sc = state.spark
+        for node in sc.nodes() if sc else []:
+            if node.process and node.process.alive():
+                continue
+            assert sc is not None
+            if node is sc.master and sc.process and sc.process.alive():
+                # An application never registers again with a master that was restarted (only a standalone HA
+                # recovery would tell it where the master is): the server would wait for executors forever.
+                sc.process.stop()
+            node.process = spark.launch_node(java, sc, node, self.run_dir, self._logs_dir,
+                                             executor_memory_mb=state.settings.spark_executor_memory_mb)
+            started.append(node.name)
+            self._save(state)
+
+    def _launch_spark(self, java: str, state: StackState, started: list[str], timeout_s: float) -> None:
+        """The server, if it is not up (on a cluster, once its master answers: an application registering earlier
+        is retried only 20 s later; the workers register meanwhile, and `wait_ready` waits for their executors)."""
+        sc = state.spark
+        if sc is None or (sc.process and sc.process.alive()):
+            return
+        if sc.master is not None:
+            spark.wait_cluster(sc, timeout_s, workers=False)
+        sc.process = spark.launch(java, sc, self.run_dir, self._logs_dir,
+                                  driver_memory_mb=state.settings.spark_driver_memory_mb,
+                                  executor_memory_mb=state.settings.spark_executor_memory_mb)
         started.append("spark-connect")
         self._save(state)
 
@@ -635,7 +680,13 @@ class DevStack:
                             "alive": bool(w.process and w.process.alive()), "flows": w.flows}
                         for a, w in state.workers.items()},
             "flows": flows,
-            "spark_connect": {"url": state.spark.url, "master": spark.MASTER,
+            "spark_connect": {"url": state.spark.url, "master": state.spark.master_url, "ui": state.spark.ui,
+                              "cluster": [{"name": n.name, "url": f"spark://{spark.HOST}:{n.port}", "ui": n.ui,
+                                           "pid": n.process.pid if n.process else None,
+                                           "alive": bool(n.process and n.process.alive()),
+                                           "log": n.process.log if n.process else None}
+                                          for n in state.spark.nodes()],
+                              "executor_logs": str(spark.workers_dir(self.run_dir)) if state.spark.master else None,
                               "pid": state.spark.process.pid if state.spark.process else None,
                               "alive": bool(state.spark.process and state.spark.process.alive()),
                               "connection_id": spark.CONN_ID,
@@ -675,6 +726,8 @@ class DevStack:
                 w.process = None
             if state.spark:
                 state.spark.process = None
+                for node in state.spark.nodes():
+                    node.process = None
             self._save(state)
         if purge and self.run_dir.exists():
             shutil.rmtree(self.run_dir)

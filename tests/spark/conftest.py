@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 import psutil
 import pytest
 
+from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.reader import read_ranges
@@ -158,14 +159,20 @@ def on_the_cluster(request: pytest.FixtureRequest) -> Callable[[], dict[str, int
         return dict
     server: SparkConnectServer = request.getfixturevalue("spark_connect")
     since = spark_last_stage(server.ui)
+    devstack: DevStack = request.getfixturevalue("devstack")
 
     def check() -> dict[str, int]:
         ran = eventually(lambda: spark_tasks_since(server.ui, since), timeout=30, what="the job's tasks")
         assert "driver" not in ran, ran
         jvms = spark_executor_pids(server.ui)
+        # The server's and workers' pids as the stack records them now: test_devstack_spark's `down` and `up` (run
+        # before this module) restarted them on the same ports since the session's fixture noted theirs.
+        live = devstack.require().spark
+        assert live is not None and live.process is not None
+        workers = {n.name: n.process.pid for n in live.workers if n.process}
         for executor in ran:
             jvm = psutil.Process(jvms[executor])
-            assert jvm.pid != server.pid and jvm.name() == "java"
-            assert jvm.ppid() in server.workers.values(), (executor, jvm.ppid(), server.workers)
+            assert jvm.pid != live.process.pid and jvm.name() == "java"
+            assert jvm.ppid() in workers.values(), (executor, jvm.ppid(), workers)
         return ran
     return check

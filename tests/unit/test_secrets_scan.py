@@ -1,0 +1,42 @@
+"""The scanner the zero-secrets tests trust: it finds a planted secret in each kind of file it reads, and names the
+file and line; a clean tree gives no hit (so a pass of those tests means something)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.secrets_scan import scan_files
+
+SECRETS = {"password": "s3cr3t-Pa55", "password (base64)": "czNjcjN0LVBhNTU="}
+
+
+def test_a_planted_secret_is_found_in_text_sqlite_parquet_and_bytes_by_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "task.log").write_text("started\nconnecting\nsasl password=s3cr3t-Pa55 sent\ndone\n")
+    db = sqlite3.connect(tmp_path / "airflow.db")
+    db.execute("create table xcom (value text)")
+    db.executemany("insert into xcom values (?)", [("fine",), ("czNjcjN0LVBhNTU=",)])
+    db.commit()
+    db.close()
+    pq.write_table(pa.table({"cell": ["a", "b", "x s3cr3t-Pa55 y"]}), tmp_path / "out.parquet")
+    (tmp_path / "segment.bin").write_bytes(b"\x00\xff" * 100 + b"s3cr3t-Pa55" + b"\x00")
+    (tmp_path / "skipped").mkdir()
+    (tmp_path / "skipped" / "keystore.cfg").write_text("s3cr3t-Pa55\n")
+
+    hits, files = scan_files([tmp_path], SECRETS, skip=[tmp_path / "skipped"])
+
+    assert files == 4
+    assert f"{tmp_path / 'task.log'}:3: password" in hits
+    assert any(h.startswith(f"{tmp_path / 'airflow.db'}:") and h.endswith(": password (base64)") for h in hits), hits
+    assert any(h.startswith(f"{tmp_path / 'out.parquet'}:3: password") for h in hits), hits
+    assert any(h.startswith(f"{tmp_path / 'segment.bin'}:1: password") for h in hits), hits
+    assert not any("keystore.cfg" in h for h in hits)
+    assert len(hits) == 4, hits
+
+
+def test_a_clean_tree_has_no_hit(tmp_path: Path) -> None:
+    (tmp_path / "task.log").write_text("password=***\n" * 1000)
+    assert scan_files([tmp_path], SECRETS) == ([], 1)

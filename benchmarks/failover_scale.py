@@ -304,7 +304,7 @@ def child_health(job: dict[str, Any]) -> dict[str, Any]:
                        "by_kind": dict(tally.counts),
                        "readiness": r.model_dump(mode="json", include={"group_partitions", "positions", "exact",
                                                                         "recomputed", "changed"}) if r else None,
-                       "violations": len(report.violations())})
+                       "violations": report.violations()})
     sample = audit.metrics(topology.flows[0].name, limit=1)[0]
     return {"passes": passes, "sample_kb": round(len(json.dumps(sample.metrics, default=str)) / 1024),
             "peak_rss_mb": round(peak_rss_mb())}
@@ -343,7 +343,7 @@ def show_health(label: str, r: dict[str, Any]) -> None:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(p["by_kind"].items()))
         print(f"    {label} pass {i + 1}: {p['wall_s']}s (CPU {p['cpu_s']}s), {p['requests']} requests ({kinds}); "
               f"readiness {p['readiness']}; "
-              f"{p['violations']} violation(s)")
+              f"{len(p['violations'])} violation(s)" + "".join(f"\n      {v[:300]}" for v in p["violations"][:3]))
     print(f"    {label}: peak RSS {r['peak_rss_mb']} MB, metrics sample {r['sample_kb']} KB")
 
 

@@ -10,7 +10,8 @@ import copy
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from confluent_kafka import (ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicCollection,
                              TopicPartition)
@@ -40,6 +41,26 @@ _TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_A
               "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH",
               # a new leader answers ListOffsets so until its high watermark has caught up (Kafka: retriable)
               "OFFSET_NOT_AVAILABLE"}
+
+
+# librdkafka times each admin request out at its request timeout, so every answer comes by then — but a future it
+# never completed was seen once (10,000 groups described on an idle broker: no answer after ten minutes). A wait
+# on answers is bounded too: twice the request timeout, then the attempt fails as timed out, and is retried through
+# a new client within the call's deadline.
+_K = TypeVar("_K")
+
+
+def _answered(futures: Mapping[_K, Future], request_timeout_s: float) -> Iterator[tuple[_K, Future]]:
+    """Each (key, future) once answered, every one within 2 x the request timeout of this call."""
+    until = time.monotonic() + 2 * request_timeout_s
+    for key, fut in futures.items():
+        try:
+            fut.exception(timeout=max(0.0, until - time.monotonic()))
+        except FutureTimeout:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, retriable=True, reason=(
+                f"no answer within {2 * request_timeout_s:g}s ({sum(not f.done() for f in futures.values())} of "
+                f"{len(futures)} request(s) unanswered)"))) from None
+        yield key, fut
 
 
 class KafkaAdminError(MirrorbookError):
@@ -251,7 +272,7 @@ class KafkaAdmin:
         def attempt() -> dict[str, str]:
             futures = self.client.describe_topics(TopicCollection(names), request_timeout=self.timeout)
             out = {}
-            for name, fut in futures.items():
+            for name, fut in _answered(futures, self.timeout):
                 try:
                     out[name] = str(fut.result().topic_id)
                 except KafkaException as exc:
@@ -274,7 +295,7 @@ class KafkaAdmin:
 
         def attempt() -> dict[TP, int]:
             futures = self.client.list_offsets(req, isolation_level=isolation, request_timeout=self.timeout)
-            out = {TP(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+            out = {TP(k.topic, k.partition): f.result().offset for k, f in _answered(futures, self.timeout)}
             invalid = sorted(str(tp) for tp, o in out.items() if o < at_least)
             if invalid:
                 self._client.forget()  # the next attempt asks through a new client
@@ -347,7 +368,7 @@ class KafkaAdmin:
             futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout,
                                                            include_authorized_operations=need is not None)
             out = {}
-            for g, fut in futures.items():
+            for g, fut in _answered(futures, self.timeout):
                 try:
                     d = fut.result()
                 except KafkaException as exc:
@@ -384,7 +405,7 @@ class KafkaAdmin:
             # A thousand groups name the same few hundred partitions: one TP each, shared — 149,100 TPs made in a
             # task process holding Airflow's objects cost 1.5 s, most of it the cyclic GC's passes they set off.
             tps: dict[tuple[str, int], TP] = {}
-            for g, fut in futures.items():
+            for g, fut in _answered(futures, self.timeout):
                 res = fut.result()
                 offsets: dict[TP, int] = {}
                 for tp in res.topic_partitions or []:
@@ -422,7 +443,7 @@ class KafkaAdmin:
                 futures.update(self.client.alter_consumer_group_offsets([req], request_timeout=self.timeout))
             out: dict[str, dict[TP, str]] = {}
             refused: dict[str, str] = {}
-            for g, fut in futures.items():
+            for g, fut in _answered(futures, self.timeout):
                 try:
                     res = fut.result()
                 except KafkaException as exc:

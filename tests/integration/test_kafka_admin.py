@@ -10,6 +10,7 @@ from confluent_kafka import Producer
 
 from mirrorbook.clients import Clients, TopologyResolver
 from mirrorbook.devstack.workload import GroupSpec, load
+from mirrorbook.kafka import admin as admin_module
 from mirrorbook.kafka.admin import GroupActive, GroupGotMembers, KafkaAdmin
 from mirrorbook.kafka.types import TP
 from mirrorbook.topology import Topology
@@ -75,16 +76,21 @@ def test_per_pass_clients_share_one_admin_per_cluster_config(topology: Topology,
     assert f"{unique}-t" in clients.per_pass().admin("X").topics()  # the next pass lists again
 
 
-def test_committed_offsets_and_states_of_many_groups(admin_a, bootstrap_a, unique):
+@pytest.mark.parametrize("per_batch", [admin_module.GROUPS_PER_BATCH, 3])
+def test_committed_offsets_and_states_of_many_groups(admin_a, bootstrap_a, unique, monkeypatch, per_batch):
+    """In one batch, and in batches (of 3 here; of a thousand groups in a run, each batch retried on its own)."""
+    monkeypatch.setattr(admin_module, "GROUPS_PER_BATCH", per_batch)
     topic = f"grp-{unique}"
     specs = [GroupSpec(name=f"{unique}-g{i}", position=pos) for i, pos in enumerate(["end", "end-7", "3", "none"])]
     load(bootstrap_a, [topic], partitions=2, records_per_partition=20, groups=specs)
     got = admin_a.committed_offsets([s.name for s in specs])
+    assert list(got) == [s.name for s in specs]
     assert got[specs[0].name] == {TP(topic, 0): 20, TP(topic, 1): 20}
     assert got[specs[1].name] == {TP(topic, 0): 13, TP(topic, 1): 13}
     assert got[specs[2].name] == {TP(topic, 0): 3, TP(topic, 1): 3}
     assert got[specs[3].name] == {}
-    states = admin_a.describe_groups([s.name for s in specs])
+    states = admin_a.describe_groups([s.name for s in specs], need="READ")
+    assert list(states) == [s.name for s in specs]
     assert states[specs[0].name].state == "EMPTY" and states[specs[0].name].inactive
     assert states[specs[3].name].inactive  # absent
     assert specs[0].name in admin_a.list_groups()

@@ -48,6 +48,10 @@ _TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_A
 # on answers is bounded too: twice the request timeout, then the attempt fails as timed out, and is retried through
 # a new client within the call's deadline.
 _K = TypeVar("_K")
+_V = TypeVar("_V")
+# Group requests in flight at once per call (describe, offset fetch): a batch is answered well inside the request
+# timeout on a busy broker, and its retry repeats only it.
+GROUPS_PER_BATCH = 1000
 
 
 def _answered(futures: Mapping[_K, Future], request_timeout_s: float) -> Iterator[tuple[_K, Future]]:
@@ -327,6 +331,17 @@ class KafkaAdmin:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
+    def _in_batches(self, groups: list[str], attempt: Callable[[list[str]], dict[str, _V]], what: str
+                    ) -> dict[str, _V]:
+        """`attempt` over `groups` a batch at a time, each batch retried on its own: ten thousand requests queued
+        at once on one coordinator outlast their request timeout at the tail (seen: a health check at 10,000
+        groups, its offset fetches timed out while the broker worked through the queue)."""
+        out: dict[str, _V] = {}
+        for i in range(0, len(groups), GROUPS_PER_BATCH):
+            batch = groups[i:i + GROUPS_PER_BATCH]
+            out.update(self._retrying(lambda: attempt(batch), what))
+        return out
+
     def watermarks(self, tps: Iterable[TP], with_lso: bool = False) -> dict[TP, Watermarks]:
         """Low and high watermarks (and last stable offsets) for many partitions, in one batch each."""
         tps = list(tps)
@@ -363,9 +378,10 @@ class KafkaAdmin:
             return {}
         lacking: list[str] = []
 
-        def attempt() -> dict[str, GroupInfo]:
-            lacking.clear()
-            futures = self.client.describe_consumer_groups(groups, request_timeout=self.timeout,
+        def attempt(batch: list[str]) -> dict[str, GroupInfo]:
+            again = set(batch)
+            lacking[:] = [g for g in lacking if g not in again]  # a retried batch's groups are judged again
+            futures = self.client.describe_consumer_groups(batch, request_timeout=self.timeout,
                                                            include_authorized_operations=need is not None)
             out = {}
             for g, fut in _answered(futures, self.timeout):
@@ -383,7 +399,7 @@ class KafkaAdmin:
                     lacking.append(g)
             return out
 
-        out = self._retrying(attempt, "describe consumer groups")
+        out = self._in_batches(groups, attempt, "describe consumer groups")
         if lacking:
             raise access.AccessDenied(
                 f"{self.who.cluster}: principal {self.who.principal} lacks {need} on consumer group(s) "
@@ -393,18 +409,18 @@ class KafkaAdmin:
         return out
 
     def committed_offsets(self, groups: Iterable[str]) -> dict[str, dict[TP, int]]:
-        """Committed offsets of many groups: all requests in flight together."""
+        """Committed offsets of many groups: a batch of requests in flight together."""
         groups = list(groups)
+        # A thousand groups name the same few hundred partitions: one TP each, shared — 149,100 TPs made in a
+        # task process holding Airflow's objects cost 1.5 s, most of it the cyclic GC's passes they set off.
+        tps: dict[tuple[str, int], TP] = {}
 
-        def attempt() -> dict[str, dict[TP, int]]:
+        def attempt(batch: list[str]) -> dict[str, dict[TP, int]]:
             futures: dict[str, Future] = {}
-            for g in groups:
+            for g in batch:
                 futures.update(self.client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],
                                                                        request_timeout=self.timeout))
             out: dict[str, dict[TP, int]] = {}
-            # A thousand groups name the same few hundred partitions: one TP each, shared — 149,100 TPs made in a
-            # task process holding Airflow's objects cost 1.5 s, most of it the cyclic GC's passes they set off.
-            tps: dict[tuple[str, int], TP] = {}
             for g, fut in _answered(futures, self.timeout):
                 res = fut.result()
                 offsets: dict[TP, int] = {}
@@ -418,7 +434,7 @@ class KafkaAdmin:
                 out[g] = offsets
             return out
 
-        return self._retrying(attempt, "list consumer group offsets") if groups else {}
+        return self._in_batches(groups, attempt, "list consumer group offsets")
 
     def alter_group_offsets(self, offsets: Mapping[str, Mapping[TP, int]],
                             require_inactive: bool = True) -> dict[str, dict[TP, str]]:

@@ -43,10 +43,6 @@ _TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_A
               "OFFSET_NOT_AVAILABLE"}
 
 
-# librdkafka times each admin request out at its request timeout, so every answer comes by then — but a future it
-# never completed was seen once (10,000 groups described on an idle broker: no answer after ten minutes). A wait
-# on answers is bounded too: twice the request timeout, then the attempt fails as timed out, and is retried through
-# a new client within the call's deadline.
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 # Group requests in flight at once per call (describe, offset fetch): a batch is answered well inside the request
@@ -54,6 +50,10 @@ _V = TypeVar("_V")
 GROUPS_PER_BATCH = 1000
 
 
+# librdkafka times each admin request out at its request timeout, so every answer comes by then — but a future it
+# never completed was seen once (10,000 groups described on an idle broker: no answer after ten minutes). A wait
+# on answers is bounded too: twice the request timeout, then the attempt fails as a retriable timeout — the client
+# is renewed for the next attempt or call (`_retrying`), which asks again while the call's retry deadline allows.
 def _answered(futures: Mapping[_K, Future], request_timeout_s: float) -> Iterator[tuple[_K, Future]]:
     """Each (key, future) once answered, every one within 2 x the request timeout of this call."""
     until = time.monotonic() + 2 * request_timeout_s

@@ -61,12 +61,8 @@ def scan_files(roots: Iterable[Path], secrets: dict[str, str], skip: Iterable[Pa
                 continue
             count += 1
             try:
-                lines = list(_lines(path))
-                # Searched as one text first (each secret one C-level scan); lines are walked only for a hit.
-                text = "\n".join(lines)
-                found = {what: value for what, value in secrets.items() if value in text}
-                for n, line in enumerate(lines if found else (), 1):
-                    hits += [f"{path}:{n}: {what}" for what, value in found.items() if value in line]
+                for n, line in enumerate(_lines(path), 1):
+                    hits += [f"{path}:{n}: {what}" for what, value in secrets.items() if value in line]
             except (OSError, sqlite3.Error) as exc:
                 hits.append(f"{path}: could not be read ({exc})")
     return hits, count

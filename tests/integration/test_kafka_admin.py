@@ -96,6 +96,27 @@ def test_committed_offsets_and_states_of_many_groups(admin_a, bootstrap_a, uniqu
     assert specs[0].name in admin_a.list_groups()
 
 
+def test_group_states_from_the_listing_agree_with_describes(admin_a, bootstrap_a, unique, monkeypatch):
+    """A group listed EMPTY is taken from the listing; an active one and an absent one are described, so each says
+    what a describe says (an active group's members and their hosts name it in a refusal)."""
+    topic = f"gst-{unique}"
+    idle, busy, absent = f"{unique}-idle", f"{unique}-busy", f"{unique}-absent"
+    load(bootstrap_a, [topic], partitions=2, records_per_partition=5, groups=[GroupSpec(name=idle, position="2")])
+    with ActiveConsumer(bootstrap_a, busy, [topic]):
+        described = admin_a.describe_groups([idle, busy, absent])
+        asked: list[str] = []
+        describe = admin_a.describe_groups
+        monkeypatch.setattr(admin_a, "describe_groups", lambda groups: asked.extend(groups) or describe(groups))
+        states = admin_a.group_states([idle, busy, absent])
+    assert asked == [busy, absent]  # the idle group's state came from the listing
+    assert list(states) == [idle, busy, absent]
+    for g in (idle, busy, absent):
+        assert (states[g].state, states[g].inactive) == (described[g].state, described[g].inactive), g
+    assert states[idle].state == "EMPTY" and states[absent].inactive  # a describe says DEAD (or absent)
+    assert states[busy].members == 1 and states[busy].member_hosts and not states[busy].inactive
+    assert admin_a.group_states([]) == {}
+
+
 def test_alter_refuses_an_active_group_before_writing_anything(admin_a, bootstrap_a, unique):
     topic = f"alt-{unique}"
     idle, busy = f"{unique}-idle", f"{unique}-busy"

@@ -37,7 +37,7 @@ def not_drained(status: FlowStatus, behind: dict[TP, int], max_lag: int, within_
 
 def active_groups(admin: KafkaAdmin, groups: list[str]) -> dict[str, GroupInfo]:
     """Groups that still have members (or are rebalancing) — they must be stopped before a cutover."""
-    return {g: i for g, i in admin.describe_groups(groups).items() if not i.inactive}
+    return {g: i for g, i in admin.group_states(groups).items() if not i.inactive}
 
 
 def describe_behind(behind: dict[TP, int], limit: int = 8) -> str:

@@ -198,10 +198,10 @@ def precheck(rb: Runbook, clients: Clients, move: Move) -> StepOutcome:
         if not groups:  # a dry run shows the rest of its plan, and this warning in it
             step.note(warning=f"{no_groups(move)}: nothing to move — a real run with these parameters is refused")
         # Writing a group's offsets on the target takes READ on the group: a principal without it is refused
-        # here, naming the groups, before anything is written.
-        # Both clusters' groups described side by side (a thousand groups: a second or two each, mostly waiting).
+        # here, naming the groups, before anything is written — so the target's groups are each described (their
+        # authorized operations); the source's states come from its group listing, side by side.
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="describe") as pool:
-            on_src = pool.submit(src.describe_groups, groups) if reach[move.from_cluster] and groups else None
+            on_src = pool.submit(src.group_states, groups) if reach[move.from_cluster] and groups else None
             on_dst = dst.describe_groups(groups, need="READ")
             active = {g: i for g, i in on_dst.items() if not i.inactive}
             if active:
@@ -318,9 +318,9 @@ def write_offsets(rb: Runbook, clients: Clients, move: Move, plan: PlannedOffset
     with rb.step(f"{move.direction}.write_offsets", move.flow.name) as step:
         admin = clients.admin(plan.to_cluster)
         wanted = plan.offsets()
-        # Every group's offsets and state asked side by side (both a request per group, mostly waiting).
+        # Every group's offsets (a request per group, mostly waiting) and state (the group listing) side by side.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="describe") as pool:
-            described = pool.submit(admin.describe_groups, wanted)
+            described = pool.submit(admin.group_states, wanted)
             current = admin.committed_offsets(wanted)
             every = described.result()
         diff = {g: {tp: o for tp, o in offs.items() if current.get(g, {}).get(tp) != o} for g, offs in wanted.items()}

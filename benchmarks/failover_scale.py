@@ -554,6 +554,9 @@ def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> No
                               (f"failover_rto_s_proofs{tag}_g{n}", f"failover/{v}/precise/spark/{n}")):
                 if (x := fig(key)) is not None:
                     print(f"RESULT {name}={x:.2f} s")
+            bare, proved = fig(f"failover/{v}/precise/off/{n}"), fig(f"failover/{v}/precise/spark/{n}")
+            if bare and proved:  # the proofs' price: RTO with them over RTO without, measured in this one run
+                print(f"RESULT proof_rto_ratio{tag}_g{n}={proved / bare:.2f}")
             if v == versions[-1] and (x := fig(f"scheduler/{n}")) is not None:
                 print(f"RESULT failover_rto_s_scheduler_g{n}={x:.2f} s")
             for label in ("precise", "precise-fresh"):

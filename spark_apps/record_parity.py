@@ -1,7 +1,9 @@
 """Record parity: is the mirrored topic on the target the same records as the source topic, in order?
 
-Reads both clusters through Spark's Kafka source (spark-sql-kafka-0-10, passed with --jars) at the
-given offset ranges and compares a content hash per record:
+Reads both clusters at the given offset ranges — by default with the batched reader (--reader batched: the ranges
+spread over a few tasks, each reading its ranges with one confluent-kafka consumer), else through Spark's Kafka
+source (--reader kafka-source: spark-sql-kafka-0-10, passed with --jars; a task per partition) — and compares a
+content hash per record (the same hash either way):
 sha256(len(key):key | len(value):value | headers as JSON (names, base64 values, in order) | timestamp
 in ms), nulls distinct from empty. Per partition pair (source topic-partition -> target topic-partition):
 
@@ -41,7 +43,9 @@ fail the job; they are counted in the summary (totals.boundary_unprovable).
 
 Inputs:
   --source-bootstrap / --target-bootstrap, --source-option/--target-option K=V (passed as kafka.K,
-  e.g. security.protocol=SASL_SSL), --kafka-options-file for secrets (not on the command line)
+  e.g. security.protocol=SASL_SSL), --kafka-options-file for secrets (not on the command line): the Java
+  options per side ("source", "target") and the librdkafka config the batched reader uses ("source_rdkafka",
+  "target_rdkafka"); a secured side without one is read by the Kafka source
   --ranges PATH  Parquet: source_topic string, source_partition int, source_start long?,
                  source_end long?, target_topic string, target_partition int, target_start long?,
                  target_end long?   ([start, end); null = earliest / latest at job start)
@@ -53,7 +57,8 @@ Inputs:
 Outputs under --output: pairs/ (per pair figures), differences/ (MISSING, EXTRA, ORDER rows),
 boundaries/ (per boundary figures); the JSON --summary names every failing pair, record and boundary.
 
-Exit codes: 0 passed, 1 parity failed, 2 could not run. Needs only pyspark + the Kafka source jars.
+Exit codes: 0 passed, 1 parity failed, 2 could not run. Needs pyspark + the Kafka source jars, and for the
+batched reader confluent-kafka and pyarrow on the driver and the executors.
 """
 
 from __future__ import annotations

@@ -504,11 +504,46 @@ class BatchedReader(Reader):
         return self._read(plan, "read_committed", False).select("topic", "partition", "offset")
 
 
+READER_MODULES = ("confluent_kafka", "pyarrow")
+_can_read: dict[str, bool] = {}  # per session: a Spark Connect client's process runs many proofs on one server
+
+
+def executors_can_read(spark: SparkSession, modules: tuple[str, ...] = READER_MODULES) -> bool:
+    """Whether this process (it resolves the ranges) and the executors' Python have what the batched reader
+    imports, asked once per session by a one-row task (a fraction of a second): a cluster without confluent-kafka
+    (docker-compose's Spark Connect image) is read by the Kafka source rather than failing the proof. The summary
+    names the reader each side got."""
+    import importlib.util
+
+    if not all(importlib.util.find_spec(name) for name in modules):
+        return False
+    key = f"{id(spark)}:{','.join(modules)}"
+    if key not in _can_read:
+        def probe(batches: Any) -> Any:
+            import importlib
+
+            import pyarrow as pa
+            for b in batches:
+                found = True
+                for name in modules:
+                    try:
+                        importlib.import_module(name)
+                    except ImportError:
+                        found = False
+                yield pa.RecordBatch.from_pylist([{"found": found}] * b.num_rows)
+        try:
+            _can_read[key] = all(r["found"] for r in spark.range(1).mapInArrow(probe, "found boolean").collect())
+        except Exception:  # noqa: BLE001 — no pyarrow (or no Python) on the executors: mapInArrow itself fails
+            _can_read[key] = False
+    return _can_read[key]
+
+
 def side_reader(spark: SparkSession, args: argparse.Namespace, side: str) -> Reader:
-    """The reader --reader asks for; the Kafka source for a secured side whose librdkafka config was not shipped."""
+    """The reader --reader asks for; the Kafka source for a secured side whose librdkafka config was not shipped,
+    or on a cluster whose executors cannot import the batched reader's modules."""
     opts = kafka_options(args, side)
     conf = rdkafka_config(args, side, opts) if args.reader == "batched" else None
-    if conf is None:
+    if conf is None or not executors_can_read(spark):
         return KafkaSourceReader(spark, opts)
     return BatchedReader(spark, conf, opts, args.read_tasks or default_read_tasks(spark))
 

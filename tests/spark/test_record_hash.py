@@ -83,3 +83,10 @@ _record = st.tuples(_bytes, _bytes, _headers, st.integers(min_value=-(2 ** 43), 
 def test_python_and_spark_sql_hash_any_record_alike(spark: Any, records: list[Record]):
     sql, py = _both(spark, records)
     assert py == sql
+
+
+def test_the_batched_reader_runs_only_where_the_executors_can_import_it(spark: Any):
+    """Where a module of the batched reader is missing the proof falls back to the Kafka source (the summary says
+    so). Locally the driver and the executors share one Python: the missing module is found missing by either."""
+    assert app.executors_can_read(spark)
+    assert not app.executors_can_read(spark, ("confluent_kafka", "no_such_module_of_mirrorbook"))

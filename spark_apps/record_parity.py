@@ -520,6 +520,13 @@ def executors_can_read(spark: SparkSession, modules: tuple[str, ...] = READER_MO
 
     if not all(importlib.util.find_spec(name) for name in modules):
         return False
+    try:
+        # A local master's Python workers run the driver's Python (a local spark-submit of ours sets both to one):
+        # what was found here is there. A cold JVM's first job costs seconds: not spent on asking.
+        if spark.sparkContext.master.startswith("local"):
+            return True
+    except Exception:  # noqa: BLE001 — a Spark Connect client has no SparkContext: the server's executors are asked
+        pass
     key = f"{id(spark)}:{','.join(modules)}"
     if key not in _can_read:
         def probe(batches: Any) -> Any:

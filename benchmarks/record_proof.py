@@ -6,18 +6,24 @@ mirrored by MM2 to B. Each way reads every record of the 18 partition pairs on b
 (sha256 of key | value | headers | timestamp, as spark_apps/record_parity.py does) and pairs the records
 of each pair by (hash, occurrence), in offset order; a clean mirror must match every record.
 
-Figures (wall time of the proof alone, the scene already loaded; Connect after one warm-up run, as a
+Each proof figure is measured for every reader of --readers (the app's --reader: `batched`, a few tasks each
+reading many partitions with one librdkafka consumer; `kafka-source`, Spark's Kafka source, a task and a consumer
+per partition), in the same run on the same scene, and named by it (READER: batched, kafka_source).
+
+Figures (wall time of the proof alone, the scene already loaded; Connect after one warm-up run per reader, as a
 server that already answered the runbook's warm-up query has paid its first-query costs):
-  RESULT record_proof_s=...                       the proof on the warm Spark Connect server
-  RESULT record_proof_submit_s=...                the same job by spark-submit (a JVM per job)
+  RESULT record_proof_READER_s=...                the proof on the warm Spark Connect server
+  RESULT record_proof_submit_READER_s=...         the same job by spark-submit (a JVM per job)
   RESULT single_process_s=...                     the reference: confluent-kafka + hashlib, one process
-  RESULT record_proof_vs_single_process=...x      Connect / reference
-  RESULT record_proof_mid_batch_s=...             the proof on Connect with every range starting inside a
+  RESULT record_proof_READER_vs_single_process=...x  Connect / reference
+  RESULT record_proof_mid_batch_READER_s=...      the proof on Connect with every range starting inside a
                                                   record batch (as a runbook's anchored ranges do)
-  RESULT record_proof_mid_batch_broker_wait_s=... the same with Kafka's default fetch.max.wait.ms (500),
+  RESULT record_proof_mid_batch_broker_wait_READER_s=...  the same with Kafka's default fetch.max.wait.ms (500),
                                                   which the app no longer uses: what that wait cost
+  RESULT record_proof_s=...                       the first reader's figure, under its old name
 
 Run: .venv/bin/python benchmarks/record_proof.py [--records-per-partition 6000] [--repeat 3]
+     [--readers batched,kafka-source]
 """
 
 from __future__ import annotations
@@ -90,7 +96,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records-per-partition", type=int, default=6000)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each way (the median is reported)")
+    ap.add_argument("--readers", default="batched,kafka-source",
+                    help="the app's readers to measure side by side, comma-separated (default: both)")
     args = ap.parse_args()
+    readers = [r.strip() for r in args.readers.split(",") if r.strip()]
 
     from tests.helpers import wait_mirrored
 
@@ -124,46 +133,55 @@ def main() -> int:
                                                          for r in ranges])
         kafka_default = {"fetch.max.wait.ms": "500"}
 
-        def job(n: int, snapshot=snap, **options) -> submit.SparkSubmitSpec:
-            return submit.record_parity_job(a, b, work / f"out-{n}", snapshot=snapshot, source_options=options,
-                                            target_options=options)
+        def job(n: int, reader: str, snapshot=snap, **options) -> submit.SparkSubmitSpec:
+            return submit.record_parity_job(a, b, work / f"out-{reader}-{n}", snapshot=snapshot,
+                                            source_options=options, target_options=options, reader=reader)
 
         def timed(fn) -> tuple[float, object]:
             t = time.monotonic()
             out = fn()
             return time.monotonic() - t, out
 
-        warm, first = timed(lambda: connect.run(job(0), url))
-        print(f"Connect, first run (warm-up): {warm:.2f}s, {first.status}, {first.counts}")
-        runs: dict[str, list[float]] = {"connect": [], "submit": [], "single": [], "mid": [], "mid_wait": []}
+        def passed(summary) -> None:
+            assert summary.passed, summary.failure_message()
+            assert summary.totals["matched"] == report.produced, summary.totals
+
+        for reader in readers:
+            warm, first = timed(lambda: connect.run(job(0, reader), url))
+            print(f"{reader}: Connect, first run (warm-up): {warm:.2f}s, {first.status}")
+        ways = ("connect", "submit", "mid", "mid_wait")
+        runs: dict[str, list[float]] = {"single": [], **{f"{w}:{r}": [] for w in ways for r in readers}}
         for i in range(args.repeat):
-            s, summary = timed(lambda: connect.run(job(1 + i), url))
-            assert summary.passed, summary.failure_message()
-            runs["connect"].append(s)
-            s, summary = timed(lambda: submit.run(job(100 + i), timeout_s=900))
-            assert summary.passed, summary.failure_message()
-            runs["submit"].append(s)
+            for reader in readers:
+                for way, run in (("connect", lambda: connect.run(job(1 + i, reader), url)),
+                                 ("submit", lambda: submit.run(job(100 + i, reader), timeout_s=900)),
+                                 ("mid", lambda: connect.run(job(200 + i, reader, mid), url)),
+                                 ("mid_wait", lambda: connect.run(job(300 + i, reader, mid, **kafka_default), url))):
+                    s, summary = timed(run)
+                    if way in ("connect", "submit"):
+                        passed(summary)
+                    else:
+                        assert summary.passed, summary.failure_message()
+                    runs[f"{way}:{reader}"].append(s)
+                print(f"run {i + 1} {reader}: connect {runs[f'connect:{reader}'][-1]:.2f}s, "
+                      f"spark-submit {runs[f'submit:{reader}'][-1]:.2f}s, mid-batch {runs[f'mid:{reader}'][-1]:.2f}s "
+                      f"(with the broker's 500 ms wait {runs[f'mid_wait:{reader}'][-1]:.2f}s)")
             s, matched, unmatched = single_process(a, b, pairs, ends)
             assert unmatched == 0 and matched == report.produced, (matched, unmatched)
             runs["single"].append(s)
-            s, summary = timed(lambda: connect.run(job(200 + i, mid), url))
-            assert summary.passed, summary.failure_message()
-            runs["mid"].append(s)
-            s, summary = timed(lambda: connect.run(job(300 + i, mid, **kafka_default), url))
-            assert summary.passed, summary.failure_message()
-            runs["mid_wait"].append(s)
-            print(f"run {i + 1}: connect {runs['connect'][-1]:.2f}s, spark-submit {runs['submit'][-1]:.2f}s, "
-                  f"single process {runs['single'][-1]:.2f}s, mid-batch {runs['mid'][-1]:.2f}s "
-                  f"(with the broker's 500 ms wait {runs['mid_wait'][-1]:.2f}s)")
+            print(f"run {i + 1}: single process {s:.2f}s")
         connect.close()
         med = {k: statistics.median(v) for k, v in runs.items()}
         print(f"(median of {args.repeat}; {report.produced} records per side, {len(pairs)} partition pairs)")
-        print(f"RESULT record_proof_s={med['connect']:.2f} s")
-        print(f"RESULT record_proof_submit_s={med['submit']:.2f} s")
+        for reader in readers:
+            name = reader.replace("-", "_")
+            print(f"RESULT record_proof_{name}_s={med[f'connect:{reader}']:.2f} s")
+            print(f"RESULT record_proof_submit_{name}_s={med[f'submit:{reader}']:.2f} s")
+            print(f"RESULT record_proof_{name}_vs_single_process={med[f'connect:{reader}'] / med['single']:.2f}x")
+            print(f"RESULT record_proof_mid_batch_{name}_s={med[f'mid:{reader}']:.2f} s")
+            print(f"RESULT record_proof_mid_batch_broker_wait_{name}_s={med[f'mid_wait:{reader}']:.2f} s")
         print(f"RESULT single_process_s={med['single']:.2f} s")
-        print(f"RESULT record_proof_vs_single_process={med['connect'] / med['single']:.2f}x")
-        print(f"RESULT record_proof_mid_batch_s={med['mid']:.2f} s")
-        print(f"RESULT record_proof_mid_batch_broker_wait_s={med['mid_wait']:.2f} s")
+        print(f"RESULT record_proof_s={med[f'connect:{readers[0]}']:.2f} s")
         return 0
 
 

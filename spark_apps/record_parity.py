@@ -1,7 +1,9 @@
 """Record parity: is the mirrored topic on the target the same records as the source topic, in order?
 
-Reads both clusters through Spark's Kafka source (spark-sql-kafka-0-10, passed with --jars) at the
-given offset ranges and compares a content hash per record:
+Reads both clusters at the given offset ranges — by default with the batched reader (--reader batched: the ranges
+spread over a few tasks, each reading its ranges with one confluent-kafka consumer), else through Spark's Kafka
+source (--reader kafka-source: spark-sql-kafka-0-10, passed with --jars; a task per partition) — and compares a
+content hash per record (the same hash either way):
 sha256(len(key):key | len(value):value | headers as JSON (names, base64 values, in order) | timestamp
 in ms), nulls distinct from empty. Per partition pair (source topic-partition -> target topic-partition):
 
@@ -41,7 +43,9 @@ fail the job; they are counted in the summary (totals.boundary_unprovable).
 
 Inputs:
   --source-bootstrap / --target-bootstrap, --source-option/--target-option K=V (passed as kafka.K,
-  e.g. security.protocol=SASL_SSL), --kafka-options-file for secrets (not on the command line)
+  e.g. security.protocol=SASL_SSL), --kafka-options-file for secrets (not on the command line): the Java
+  options per side ("source", "target") and the librdkafka config the batched reader uses ("source_rdkafka",
+  "target_rdkafka"); a secured side without one is read by the Kafka source
   --ranges PATH  Parquet: source_topic string, source_partition int, source_start long?,
                  source_end long?, target_topic string, target_partition int, target_start long?,
                  target_end long?   ([start, end); null = earliest / latest at job start)
@@ -53,15 +57,18 @@ Inputs:
 Outputs under --output: pairs/ (per pair figures), differences/ (MISSING, EXTRA, ORDER rows),
 boundaries/ (per boundary figures); the JSON --summary names every failing pair, record and boundary.
 
-Exit codes: 0 passed, 1 parity failed, 2 could not run. Needs only pyspark + the Kafka source jars.
+Exit codes: 0 passed, 1 parity failed, 2 could not run. Needs pyspark + the Kafka source jars, and for the
+batched reader confluent-kafka and pyarrow on the driver and the executors.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import sys
+import time
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -95,7 +102,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="only per-partition counts and checksums (no record matching, no boundaries)")
     parser.add_argument("--max-reread", type=int, default=None,
                         help="fail a boundary that re-reads more than this (default: re-reads never fail)")
+    parser.add_argument("--reader", choices=READERS, default=DEFAULT_READER,
+                        help="batched: a few tasks, each reading many partitions with one librdkafka consumer "
+                             "(needs confluent-kafka on the executors); kafka-source: Spark's Kafka source, a task "
+                             f"and a consumer per partition (default {DEFAULT_READER})")
+    parser.add_argument("--read-tasks", type=int, default=None, metavar="N",
+                        help="batched reader: read tasks per side (default min(MAX_TASKS, 2 x the default "
+                             "parallelism)); fewer tasks read more partitions each")
     args = parser.parse_args(argv)
+    if args.read_tasks is not None and args.read_tasks < 1:
+        parser.error("--read-tasks must be at least 1")
     if not args.ranges and not args.topic:
         parser.error("give --ranges and/or --topic")
     if args.checksums_only and args.boundaries:
@@ -106,6 +122,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def options_file(args: argparse.Namespace) -> dict[str, Any]:
+    """The --kafka-options-file's content ({} without one): per side the Java client options ("source",
+    "target") and the librdkafka config the batched reader uses ("source_rdkafka", "target_rdkafka")."""
+    if not args.kafka_options_file:
+        return {}
+    try:
+        with open(pc.shipped_file(args.kafka_options_file), encoding="utf-8") as fh:
+            content = json.load(fh)
+        if not isinstance(content, dict):
+            raise ValueError("not a JSON object")
+        return content
+    except (OSError, ValueError) as exc:
+        raise pc.InputError(f"cannot read --kafka-options-file {args.kafka_options_file}: {exc}") from exc
+
+
 def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
     """Spark Kafka source options for one side; values are never logged or put in the summary."""
     pairs: list[tuple[str, str]] = []
@@ -114,13 +145,7 @@ def kafka_options(args: argparse.Namespace, side: str) -> dict[str, str]:
         if not sep or not k:
             raise pc.InputError(f"bad --{side}-option {k!r}: use K=V")
         pairs.append((k, v))
-    if args.kafka_options_file:
-        try:
-            with open(pc.shipped_file(args.kafka_options_file), encoding="utf-8") as fh:
-                from_file = json.load(fh).get(side, {})
-        except (OSError, ValueError, AttributeError) as exc:
-            raise pc.InputError(f"cannot read --kafka-options-file {args.kafka_options_file}: {exc}") from exc
-        pairs += [(str(k), str(v)) for k, v in from_file.items()]
+    pairs += [(str(k), str(v)) for k, v in options_file(args).get(side, {}).items()]
     opts = {"kafka.bootstrap.servers": getattr(args, f"{side}_bootstrap"), "includeHeaders": "true",
             # Bounded reads of records already written: a fetch with nothing left to return must not be held
             # by the broker (500 ms by default). Spark's consumer meets that once per partition whose range
@@ -225,10 +250,312 @@ def content_hash(df: DataFrame) -> DataFrame:
                                F.coalesce(c.cast("string"), F.lit("")))
     canon = F.concat_ws("|", field(F.col("key")), field(F.col("value")), F.coalesce(F.to_json("headers"), F.lit("-")),
                         F.unix_millis("timestamp").cast("string"))
-    hashed = df.withColumn("hash", F.sha2(canon, 256))
-    return hashed.select(
-        "topic", "partition", "offset", "hash", F.xxhash64("hash").alias("h64"),
-        F.substring(F.col("key").cast("string"), 1, 80).alias("key_preview"))
+    return identified(df.withColumn("hash", F.sha2(canon, 256)))
+
+
+def identified(df: DataFrame) -> DataFrame:
+    """A record's columns as the proof carries them, from its `hash` and raw `key`: both readers end here, so the
+    64-bit digest and the key's preview are Spark's own expressions whichever read the records."""
+    return df.select("topic", "partition", "offset", "hash", F.xxhash64("hash").alias("h64"),
+                     F.substring(F.col("key").cast("string"), 1, 80).alias("key_preview"))
+
+
+# -- the batched reader -----------------------------------------------------------------------------------
+# Spark's Kafka source reads a partition per task with a consumer each: 1,200 tasks for 600 pairs, which
+# dominated the proof at 1,000 groups. The batched reader spreads the same ranges over a few tasks, each reading
+# all of its ranges with one librdkafka consumer (assign, never join or commit), hashing in Python exactly as
+# `content_hash` does in SQL (tests/spark/test_record_hash.py holds the two to each other).
+READERS = ("batched", "kafka-source")
+DEFAULT_READER = "batched"
+READ_TIMEOUT_S = 120.0  # a read that gets nothing for this long fails (the Kafka source's poll timeout)
+ARROW_ROWS = 8192  # records per Arrow batch a read task yields
+# consume() waits this long whenever fewer than ARROW_ROWS records are fetched — at least once per task, at its
+# ranges' tails: 0.1 s cost 0.16 s a task (8 tasks of 108k records, measured), 10 ms next to nothing.
+POLL_S = 0.01
+READ_SCHEMA = "topic string, partition int, offset long, hash string, key binary"
+UNITS = "task int, units array<struct<topic:string,partition:int,start:long,end:long>>"
+SECURED = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _json_string(text: str) -> str:
+    """A JSON string as Spark's to_json (Jackson) writes one: quote, backslash and \\b \\t \\n \\f \\r escaped
+    short, other control characters as \\u00XX in upper-case hex, everything else as it is (no ASCII escaping)."""
+    if all(c >= " " and c not in '"\\' for c in text):
+        return f'"{text}"'
+    return '"' + "".join(_JSON_ESCAPES.get(c) or (f"\\u{ord(c):04X}" if c < " " else c) for c in text) + '"'
+
+
+def canonical_text(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
+                   timestamp_ms: int) -> bytes:
+    """`content_hash`'s canonical text, in Python: key and value raw behind their byte length ("-:" for null),
+    the headers as to_json renders Spark's array<struct<key,value:binary>> (value base64, a null value's field
+    left out as to_json leaves null fields out; no headers: "-"), the timestamp in ms; joined by "|"."""
+    def field(b: bytes | None) -> bytes:
+        return b"-:" if b is None else b"%d:%s" % (len(b), b)
+    if headers is None:
+        rendered = b"-"
+    else:
+        rendered = ("[" + ",".join('{"key":' + _json_string(k) + ("}" if v is None else
+                                   ',"value":"' + base64.b64encode(v).decode("ascii") + '"}')
+                                   for k, v in headers) + "]").encode("utf-8")
+    return b"|".join((field(key), field(value), rendered, b"%d" % timestamp_ms))
+
+
+def content_digest(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
+                   timestamp_ms: int) -> str:
+    """sha256 hex of `canonical_text`: the `hash` column `content_hash` computes."""
+    return hashlib.sha256(canonical_text(key, value, headers, timestamp_ms)).hexdigest()
+
+
+def rdkafka_config(args: argparse.Namespace, side: str, opts: dict[str, str]) -> dict[str, Any] | None:
+    """The librdkafka config of one side's batched reader: what the options file ships for it, the bootstrap of
+    the command line, and the Kafka source's bounded fetch wait in librdkafka's words. None when the side is
+    secured (its Java options say so) but no librdkafka config was shipped: then only the Kafka source can
+    read it. Never logged: it holds secrets."""
+    shipped = options_file(args).get(f"{side}_rdkafka")
+    if not isinstance(shipped, dict) and any(k.startswith(SECURED) for k in opts) \
+            and opts.get("kafka.security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+        return None
+    conf: dict[str, Any] = dict(shipped or {})
+    conf["bootstrap.servers"] = getattr(args, f"{side}_bootstrap")
+    conf.setdefault("fetch.wait.max.ms", opts["kafka.fetch.max.wait.ms"])
+    return conf
+
+
+def default_read_tasks(spark: SparkSession) -> int:
+    """Twice the cluster's cores: a warm server's slots stay busy while a slow partition's task finishes."""
+    try:
+        cores = spark.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 — a Spark Connect client has no SparkContext: ask the server's settings
+        cores = int(spark.conf.get("spark.default.parallelism", None)
+                    or spark.conf.get("spark.sql.shuffle.partitions", None) or 2)
+    return max(1, min(MAX_TASKS, 2 * cores))
+
+
+def read_units(conf: dict[str, Any], isolation: str, plan: dict[str, dict[int, tuple[int, int]] | None]
+               ) -> list[tuple[str, int, int, int]]:
+    """The plan as (topic, partition, start, end) ranges, on the driver: a whole topic's partitions from its
+    metadata, earliest and latest from the watermarks now (as the Kafka source resolves them at job start; the
+    high watermark as this isolation level sees it). A topic that does not exist has no partition to read, as
+    the Kafka source's subscription finds none; empty ranges are dropped."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**conf, **_reader_settings(isolation)})
+    try:
+        units = []
+        for topic, parts in sorted(plan.items()):
+            if parts is None:
+                meta = consumer.list_topics(topic, timeout=READ_TIMEOUT_S).topics.get(topic)
+                found = sorted(meta.partitions) if meta is not None and meta.error is None else []
+                parts = {p: (EARLIEST, LATEST) for p in found}
+            for part, (start, end) in sorted(parts.items()):
+                if EARLIEST in (start, end) or LATEST in (start, end):
+                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=READ_TIMEOUT_S,
+                                                               cached=False)
+                    start = low if start == EARLIEST else start
+                    end = high if end == LATEST else end
+                if end > start:
+                    units.append((topic, part, start, end))
+        return units
+    finally:
+        consumer.close()
+
+
+def _reader_settings(isolation: str) -> dict[str, Any]:
+    """A reader of assigned ranges: no group joined or committed (the id is only librdkafka's requirement), an
+    offset out of range an error (as the Kafka source's failOnDataLoss), a partition's end an event."""
+    return {"group.id": "mirrorbook-parity-reader", "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "auto.offset.reset": "error", "enable.partition.eof": True, "isolation.level": isolation}
+
+
+def spread(units: list[tuple[str, int, int, int]], tasks: int) -> list[list[tuple[str, int, int, int]]]:
+    """The ranges in `tasks` groups of about equal records: largest first, each to the least loaded group."""
+    groups: list[list[tuple[str, int, int, int]]] = [[] for _ in range(max(1, min(tasks, len(units))))]
+    load = [0] * len(groups)
+    for u in sorted(units, key=lambda u: (u[2] - u[3], u[0], u[1])):
+        i = load.index(min(load))
+        groups[i].append(u)
+        load[i] += u[3] - u[2]
+    return groups
+
+
+def read_task(conf: dict[str, Any], isolation: str, hashes: bool, timeout_s: float = READ_TIMEOUT_S):
+    """mapInArrow's function: every range of the task's rows read with one consumer, each record as READ_SCHEMA
+    (`hash` null without `hashes`). A closure over the config (secrets included): shipped to the executors with
+    the task, never on a command line."""
+    def run(batches: Any) -> Any:
+        import pyarrow as pa
+        from confluent_kafka import Consumer
+
+        ranges = {(u["topic"], u["partition"]): (u["start"], u["end"])
+                  for b in batches for units in b.column("units").to_pylist() for u in units}
+        if not ranges:
+            return
+        schema = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                            ("hash", pa.string()), ("key", pa.binary())])
+        cols: list[list[Any]] = [[], [], [], [], []]
+        consumer = Consumer({**conf, **_reader_settings(isolation)})
+        try:
+            for m in _in_ranges(consumer, ranges, timeout_s):
+                key = m.key()
+                cols[0].append(m.topic())
+                cols[1].append(m.partition())
+                cols[2].append(m.offset())
+                cols[3].append(content_digest(key, m.value(), m.headers(), m.timestamp()[1]) if hashes else None)
+                cols[4].append(key)
+                if len(cols[0]) >= ARROW_ROWS:
+                    yield pa.RecordBatch.from_arrays([pa.array(c) for c in cols], schema=schema)
+                    cols = [[], [], [], [], []]
+            if cols[0]:
+                yield pa.RecordBatch.from_arrays([pa.array(c) for c in cols], schema=schema)
+        finally:
+            consumer.close()
+    return run
+
+
+def _in_ranges(consumer: Any, ranges: dict[tuple[str, int], tuple[int, int]], timeout_s: float) -> Any:
+    """The records of each [start, end) range, one consumer assigned to all of them.
+
+    A range is done when a record at or past its last offset came, or a partition end event or the consumer's
+    position reached its end: its last offsets may be transaction markers (or aborted records, read_committed),
+    which no consumer is given. Records past an end (fetched with their batch) are dropped; a done partition is
+    paused so nothing more is fetched for it."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _) in ranges.items()])
+    pending = dict(ranges)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        msgs = consumer.consume(num_messages=ARROW_ROWS, timeout=POLL_S)
+        done = set()
+        for m in msgs:
+            tp, err = (m.topic(), m.partition()), m.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(err)
+            end = ranges[tp][1] if tp in ranges else -1
+            if err is None and m.offset() < end:
+                yield m
+            if m.offset() >= end - (err is None):  # a record at end - 1, or the partition's end at >= end
+                done.add(tp)
+        if not msgs:
+            done |= _reached(consumer, pending)
+        done &= pending.keys()
+        if done:  # one call for the batch: each pause is a round trip through librdkafka's queues
+            consumer.pause([TopicPartition(t, q) for t, q in done])
+            for tp in done:
+                del pending[tp]
+        if msgs or done:
+            deadline = time.monotonic() + timeout_s
+        elif time.monotonic() > deadline:
+            raise TimeoutError(f"no record for {timeout_s:.0f}s reading "
+                               + ", ".join(f"{t}-{q}" for t, q in sorted(pending)))
+
+
+def _reached(consumer: Any, pending: dict[tuple[str, int], tuple[int, int]]) -> set[tuple[str, int]]:
+    """The pending ranges whose end the consumer's position has reached (past trailing markers)."""
+    from confluent_kafka import TopicPartition
+
+    return {(p.topic, p.partition) for p in consumer.position([TopicPartition(t, q) for t, q in pending])
+            if p.offset >= 0 and p.offset >= pending[(p.topic, p.partition)][1]}
+
+
+class Reader:
+    """How one side's records are read: `records` (READ_SCHEMA's columns through `identified`) and `offsets`
+    (topic, partition, offset read_committed: the committed view of a transactional range)."""
+
+    def records(self, plan: dict[str, dict[int, tuple[int, int]] | None]) -> DataFrame:
+        raise NotImplementedError
+
+    def offsets(self, plan: dict[str, dict[int, tuple[int, int]] | None]) -> DataFrame:
+        raise NotImplementedError
+
+
+class KafkaSourceReader(Reader):
+    def __init__(self, spark: SparkSession, opts: dict[str, str]) -> None:
+        self.spark, self.opts = spark, opts
+
+    def records(self, plan: dict[str, dict[int, tuple[int, int]] | None]) -> DataFrame:
+        return content_hash(read_topics(self.spark, self.opts, plan))
+
+    def offsets(self, plan: dict[str, dict[int, tuple[int, int]] | None]) -> DataFrame:
+        return read_topics(self.spark, {**self.opts, "kafka.isolation.level": "read_committed"}, plan).select(
+            "topic", "partition", "offset")
+
+
+class BatchedReader(Reader):
+    """The records read as the Kafka source reads them (its isolation level: read_uncommitted unless the client's
+    options say otherwise), in `tasks` tasks at most."""
+
+    def __init__(self, spark: SparkSession, conf: dict[str, Any], opts: dict[str, str], tasks: int) -> None:
+        self.spark, self.conf, self.tasks = spark, conf, tasks
+        self.isolation = opts.get("kafka.isolation.level", "read_uncommitted")
+
+    def _read(self, plan: dict[str, dict[int, tuple[int, int]] | None], isolation: str, hashes: bool) -> DataFrame:
+        groups = spread(read_units(self.conf, isolation, plan), self.tasks)
+        rows = [(i, [{"topic": t, "partition": p, "start": s, "end": e} for t, p, s, e in g])
+                for i, g in enumerate(groups) if g]
+        if not rows:
+            return self.spark.createDataFrame([], READ_SCHEMA)
+        units = self.spark.createDataFrame(rows, UNITS).repartition(len(rows))  # round-robin: a row per task
+        return units.mapInArrow(read_task(self.conf, isolation, hashes), READ_SCHEMA)
+
+    def records(self, plan: dict[str, dict[int, tuple[int, int]] | None]) -> DataFrame:
+        return identified(self._read(plan, self.isolation, True))
+
+    def offsets(self, plan: dict[str, dict[int, tuple[int, int]] | None]) -> DataFrame:
+        return self._read(plan, "read_committed", False).select("topic", "partition", "offset")
+
+
+READER_MODULES = ("confluent_kafka", "pyarrow")
+_can_read: dict[str, bool] = {}  # per session: a Spark Connect client's process runs many proofs on one server
+
+
+def executors_can_read(spark: SparkSession, modules: tuple[str, ...] = READER_MODULES) -> bool:
+    """Whether this process (it resolves the ranges) and the executors' Python have what the batched reader
+    imports, asked once per session by a one-row task (a fraction of a second): a cluster without confluent-kafka
+    (docker-compose's Spark Connect image) is read by the Kafka source rather than failing the proof. The summary
+    names the reader each side got."""
+    import importlib.util
+
+    if not all(importlib.util.find_spec(name) for name in modules):
+        return False
+    try:
+        # A local master's Python workers run the driver's Python (a local spark-submit of ours sets both to one):
+        # what was found here is there. A cold JVM's first job costs seconds: not spent on asking.
+        if spark.sparkContext.master.startswith("local"):
+            return True
+    except Exception:  # noqa: BLE001 — a Spark Connect client has no SparkContext: the server's executors are asked
+        pass
+    key = f"{id(spark)}:{','.join(modules)}"
+    if key not in _can_read:
+        def probe(batches: Any) -> Any:
+            import importlib
+
+            import pyarrow as pa
+            for b in batches:
+                found = True
+                for name in modules:
+                    try:
+                        importlib.import_module(name)
+                    except ImportError:
+                        found = False
+                yield pa.RecordBatch.from_pylist([{"found": found}] * b.num_rows)
+        try:
+            _can_read[key] = all(r["found"] for r in spark.range(1).mapInArrow(probe, "found boolean").collect())
+        except Exception:  # noqa: BLE001 — no pyarrow (or no Python) on the executors: mapInArrow itself fails
+            _can_read[key] = False
+    return _can_read[key]
+
+
+def side_reader(spark: SparkSession, args: argparse.Namespace, side: str) -> Reader:
+    """The reader --reader asks for; the Kafka source for a secured side whose librdkafka config was not shipped,
+    or on a cluster whose executors cannot import the batched reader's modules."""
+    opts = kafka_options(args, side)
+    conf = rdkafka_config(args, side, opts) if args.reader == "batched" else None
+    if conf is None or not executors_can_read(spark):
+        return KafkaSourceReader(spark, opts)
+    return BatchedReader(spark, conf, opts, args.read_tasks or default_read_tasks(spark))
 
 
 # -- one stream, one shuffle ------------------------------------------------------------------------------
@@ -251,11 +578,10 @@ def pid_col(p: DataFrame, partition: Column) -> Column:
     return p["pair_no"] * PID_STRIDE + F.when(whole_topic, partition).otherwise(F.lit(0)).cast("long")
 
 
-def read_side(spark: SparkSession, opts: dict[str, str], pairs: list[dict[str, Any]], p: DataFrame,
-              side: str) -> DataFrame:
+def read_side(reader: Reader, pairs: list[dict[str, Any]], p: DataFrame, side: str) -> DataFrame:
     """One side's records in the pairs' ranges, each tagged with its pair: read once, in one scan. Source records of
     a pair with transactions are marked `aborted` when the committed view below its stable end lacks them."""
-    r = content_hash(read_topics(spark, opts, read_plan(pairs, side))).alias("r")
+    r = reader.records(read_plan(pairs, side)).alias("r")
     cond = ((F.col("r.topic") == p[f"{side}_topic"])
             & (p[f"{side}_partition"].isNull() | (F.col("r.partition") == p[f"{side}_partition"]))
             & (p[f"{side}_start"].isNull() | (F.col("r.offset") >= p[f"{side}_start"]))
@@ -264,7 +590,7 @@ def read_side(spark: SparkSession, opts: dict[str, str], pairs: list[dict[str, A
     aborted = F.lit(False)
     committed_plan = read_plan(committed_view(pairs), side) if side == "source" else {}
     if committed_plan:
-        committed = read_topics(spark, {**opts, "kafka.isolation.level": "read_committed"}, committed_plan).select(
+        committed = reader.offsets(committed_plan).select(
             F.col("topic").alias("c_topic"), F.col("partition").alias("c_partition"),
             F.col("offset").alias("c_offset"))
         tagged = tagged.join(committed, (F.col("r.topic") == F.col("c_topic"))
@@ -607,8 +933,9 @@ def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
     def run(spark: SparkSession) -> dict[str, Any]:
         pairs = load_pairs(spark, args, io)
         p = pairs_frame(spark, pairs)
-        src = read_side(spark, kafka_options(args, "source"), pairs, p, "source")
-        tgt = read_side(spark, kafka_options(args, "target"), pairs, p, "target")
+        readers = {side: side_reader(spark, args, side) for side in ("source", "target")}
+        src = read_side(readers["source"], pairs, p, "source")
+        tgt = read_side(readers["target"], pairs, p, "target")
         boundaries = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io) \
             if args.boundaries else None
         rows = stream(spark, pairs, p, src, tgt, boundaries)
@@ -627,7 +954,9 @@ def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
         result_summary["inputs"] = {"source_bootstrap": args.source_bootstrap,
                                     "target_bootstrap": args.target_bootstrap, "ranges": args.ranges,
                                     "topics": args.topic, "boundaries": args.boundaries,
-                                    "mode": "checksums" if args.checksums_only else "records"}
+                                    "mode": "checksums" if args.checksums_only else "records",
+                                    "readers": {side: "batched" if isinstance(r, BatchedReader) else "kafka-source"
+                                                for side, r in readers.items()}}
         result_summary["thresholds"] = {"max_reread": args.max_reread}
         result_summary["outputs"] = outputs
         return result_summary

@@ -602,11 +602,12 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
     topo = fo.require().topology()
     ranges, boundaries = parity.move_records(stack_clients(fo), plan, topo.flow("A->B"))
     snap = write_record_snapshot(tmp_path / "snapshot", ranges, boundaries)
-    # The Spark Kafka source on SASL_SSL: the client options (the SCRAM secret) in the job's 0600 options file.
+    # SASL_SSL: the client options (the SCRAM secret) in the job's 0600 options file, for either reader.
     summary = submit.run(submit.record_parity_job(a["bootstrap.servers"], b["bootstrap.servers"], tmp_path / "out",
                                                   snapshot=snap, master="local[2]",
                                                   source_options=java_client_options(a),
-                                                  target_options=java_client_options(b)))
+                                                  target_options=java_client_options(b),
+                                                  source_rdkafka=a, target_rdkafka=b))
 
     got = {(r["group"], r["source_partition"]): r for r in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
     assert len(got) == len(groups) * 2

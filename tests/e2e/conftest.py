@@ -167,7 +167,8 @@ def _warm_spark_connect(stack: StackState, scratch: Scratch, url: str, home: Pat
         source_start=0, source_end=5, target_start=0, target_end=5)])
     connect.run(submit.record_parity_job(a["bootstrap.servers"], b["bootstrap.servers"], home / "warm" / "out",
                                          snapshot=snap, source_options=java_client_options(a),
-                                         target_options=java_client_options(b)), url)
+                                         target_options=java_client_options(b), source_rdkafka=a,
+                                         target_rdkafka=b), url)
 
 
 @pytest.fixture(scope="session")

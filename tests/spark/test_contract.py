@@ -3,6 +3,7 @@ schemas in step, --help, the spark-submit command line, the jar set, snapshot va
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -56,8 +57,11 @@ def test_record_parity_command_line(tmp_path: Path):
     snap = collector.write_record_snapshot(tmp_path, [collector.RecordRange(
         source_topic="t", source_partition=0, target_topic="A.t", target_partition=0)])
     spec = submit.record_parity_job("a:9092", "b:9092", tmp_path / "out", snapshot=snap,
-                                    source_options={"sasl.jaas.config": "secret-value"})
+                                    source_options={"sasl.jaas.config": "secret-value"},
+                                    source_rdkafka={"sasl.password": "rd-secret", "logger": object()},
+                                    reader="batched", read_tasks=3)
     cmd = spec.command("spark-submit")
+    assert cmd[cmd.index("--reader") + 1] == "batched" and cmd[cmd.index("--read-tasks") + 1] == "3"
     assert cmd[:3] == ["spark-submit", "--master", "local[*]"]
     jars = cmd[cmd.index("--jars") + 1].split(",")
     names = sorted(Path(j).name for j in jars)
@@ -71,6 +75,10 @@ def test_record_parity_command_line(tmp_path: Path):
     assert "secret-value" not in " ".join(cmd)
     opts = Path(cmd[cmd.index("--kafka-options-file") + 1])
     assert stat.S_IMODE(os.stat(opts).st_mode) == 0o600 and "secret-value" in opts.read_text()
+    # beside the Java options, the librdkafka config the batched reader uses (its settings only: no logger)
+    assert json.loads(opts.read_text()) == {"source": {"sasl.jaas.config": "secret-value"},
+                                            "source_rdkafka": {"sasl.password": "rd-secret"}}
+    assert "rd-secret" not in " ".join(cmd)
     # … and does not outlive the job among its outputs: every runner forgets it once the job has run.
     assert spec.secret_files == [opts]
     spec.forget_secrets()
@@ -169,3 +177,36 @@ def test_a_parity_uri_this_worker_cannot_use_is_refused(uri: str, needle: str):
 
     with pytest.raises(staging.StagingError, match=needle):
         staging.check(uri)
+
+
+@pytest.mark.parametrize("shipped, java, reads", [
+    (None, {}, True),                                         # plaintext: the bootstrap is all it needs
+    (None, {"security.protocol": "PLAINTEXT"}, True),
+    (None, {"security.protocol": "SASL_SSL"}, False),         # secured, no librdkafka config: the Kafka source
+    ({"security.protocol": "SASL_SSL", "sasl.password": "p"}, {"security.protocol": "SASL_SSL"}, True),
+])
+def test_the_batched_reader_gets_the_shipped_librdkafka_config_or_none(tmp_path: Path, shipped, java, reads):
+    from mirrorbook.parity import connect
+
+    app = connect.load_app(APPS / "record_parity.py")
+    opts = tmp_path / "opts.json"
+    opts.write_text(json.dumps({"source": java, **({"source_rdkafka": shipped} if shipped else {})}))
+    args = app.parse_args(["--source-bootstrap", "a:9092", "--target-bootstrap", "b:9092", "--topic", "t=A.t",
+                           "--kafka-options-file", str(opts), "--output", "/x", "--summary", "/x/s.json"])
+    assert args.reader == "batched"
+    conf = app.rdkafka_config(args, "source", app.kafka_options(args, "source"))
+    if not reads:
+        assert conf is None
+        return
+    assert conf == {**(shipped or {}), "bootstrap.servers": "a:9092", "fetch.wait.max.ms": "10"}
+
+
+def test_ranges_are_spread_over_the_tasks_by_their_records():
+    from mirrorbook.parity import connect
+
+    app = connect.load_app(APPS / "record_parity.py")
+    units = [("t", p, 0, n) for p, n in enumerate([100, 10, 10, 80, 20, 5])]
+    groups = app.spread(units, 2)
+    assert sorted(sum(u[3] for u in g) for g in groups) == [110, 115]  # largest first, to the least loaded
+    assert sorted(u for g in groups for u in g) == sorted(units)
+    assert len(app.spread(units, 100)) == len(units) and len(app.spread(units, 1)) == 1

@@ -39,6 +39,18 @@ class Tampered:
     remote: str
 
 
+# Each proof runs with both readers: the batched one forced to read several partitions per task (READ_TASKS tasks for
+# the five or more partitions a side's read spans here), and Spark's Kafka source (a task per partition).
+READ_TASKS = 2
+
+
+@pytest.fixture(params=["batched", "kafka-source"])
+def reader(request: pytest.FixtureRequest) -> dict:
+    """record_parity_job's reader arguments."""
+    return {"reader": "batched", "read_tasks": READ_TASKS} if request.param == "batched" else \
+        {"reader": "kafka-source"}
+
+
 def _produce(bootstrap: str, topic: str, partition: int, records: list[tuple[tuple[bytes, bytes, list], int]]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for (key, value, headers), ts in records:
@@ -72,16 +84,18 @@ def _ranges(admin_a, admin_b, topic: str, remote: str) -> list[collector.RecordR
 
 
 @CONNECT_ONLY
-def test_clean_mirror_and_group_boundaries_pass(run_job, scene: Scene, admin_a, admin_b, bootstrap_a, bootstrap_b,
-                                                tmp_path: Path):
+def test_clean_mirror_and_group_boundaries_pass(run_job, reader, scene: Scene, admin_a, admin_b, bootstrap_a,
+                                                bootstrap_b, tmp_path: Path):
     snap = collector.write_record_snapshot(
         tmp_path / "snap", _ranges(admin_a, admin_b, scene.topic, scene.remote),
         scene.boundaries("g-precise") + scene.boundaries("g-mm2"))
-    spec = submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER)
+    spec = submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap, master=MASTER,
+                                    **reader)
     assert any("spark-sql-kafka-0-10_2.13-4.2.0.jar" in j for j in spec.jars)
     summary = run_job(spec)
 
     assert summary.exit_code == 0 and summary.passed, summary.failure_message()
+    assert summary.model_extra["inputs"]["readers"] == {"source": reader["reader"], "target": reader["reader"]}
     assert summary.totals["matched"] == PARTITIONS * RECORDS
     assert summary.totals["missing"] == summary.totals["extra"] == summary.totals["order_violations"] == 0
     pairs = pq.read_table(summary.outputs["pairs"]).to_pylist()
@@ -158,10 +172,10 @@ def _tampered_verdict(summary: submit.ParitySummary, log: str | None, scene: Sce
 
 
 @CONNECT_ONLY
-def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Scene, tampered: Tampered, admin_a,
-                                                       admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
+def test_tampered_mirror_and_skipping_group_fail_named(run_job, reader, capfd, scene: Scene, tampered: Tampered,
+                                                       admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
                                                        on_the_cluster):
-    summary = run_job(_tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path))
+    summary = run_job(_tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path, **reader))
     on_the_cluster()  # the Kafka reads and the comparison: tasks of the cluster's executor, none the server's
     assert summary.exit_code == 1
     # over Spark Connect the job's lines go to this process's stderr
@@ -169,8 +183,8 @@ def test_tampered_mirror_and_skipping_group_fail_named(run_job, capfd, scene: Sc
 
 
 def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_worker(
-        scene: Scene, tampered: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path, monkeypatch,
-        spark_connect: SparkConnectServer):
+        reader, scene: Scene, tampered: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
+        monkeypatch, spark_connect: SparkConnectServer):
     """The tampered mirror's verdict by spark-submit with MIRRORBOOK_PARITY_URI, through the proof operator's
     own path (ParitySparkSubmitOperator.run_job: the Spark provider's SparkSubmitHook, the spark_default
     connection), to the session's Spark standalone cluster (the master the Connect server runs on) in client mode.
@@ -200,7 +214,7 @@ def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_work
     # local master (a non-local master's jobs get no such settings of ours: test_contract).
     job = _tampered_job(scene, tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path / "worker",
                         master=spark_connect.master, source_options={"security.protocol": "PLAINTEXT"},
-                        conf={"spark.executor.extraJavaOptions": submit.QUICK_START_JVM})
+                        conf={"spark.executor.extraJavaOptions": submit.QUICK_START_JVM}, **reader)
     options = Path(job.application_args[job.application_args.index("--kafka-options-file") + 1])
     real_stage = staging.stage
 
@@ -240,13 +254,13 @@ def _ran_on_the_cluster(server: SparkConnectServer, name: str) -> None:
 
 
 @CONNECT_ONLY
-def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, scene: Scene,
+def test_checksums_over_whole_topics_name_the_tampered_partitions(run_job, reader, scene: Scene,
                                                                   tampered: Tampered, bootstrap_a,
-                                                                   bootstrap_b, tmp_path: Path):
+                                                                  bootstrap_b, tmp_path: Path):
     t = tampered
     summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", master=MASTER,
                                             topics={scene.topic: scene.remote, t.topic: t.remote},
-                                            checksums_only=True))
+                                            checksums_only=True, **reader))
 
     assert summary.exit_code == 1 and summary.status == "failed"
     assert summary.failures_total == 2
@@ -292,8 +306,9 @@ def transactional(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b) -> tuple
 
 
 @CONNECT_ONLY
-def test_markers_and_aborted_records_are_never_missing_extra_re_read_or_next(run_job, transactional, admin_a,
-                                                                            bootstrap_a, bootstrap_b, tmp_path: Path):
+def test_markers_and_aborted_records_are_never_missing_extra_re_read_or_next(run_job, reader, transactional,
+                                                                            admin_a, bootstrap_a, bootstrap_b,
+                                                                            tmp_path: Path):
     """On A each transaction takes TXN_RECORDS + 1 offsets (its marker); on B MM2 wrote the records only, aborted
     ones too. Groups at C = 10 on A (the first record of the third transaction, after an aborted one): at its
     copy (OK); before the copies of the aborted transaction (OK: those are no records the group re-reads, and
@@ -315,7 +330,7 @@ def test_markers_and_aborted_records_are_never_missing_extra_re_read_or_next(run
               for p in range(2)]
     snap = collector.write_record_snapshot(tmp_path / "snap", ranges, boundaries)
     summary = run_job(submit.record_parity_job(bootstrap_a, bootstrap_b, tmp_path / "out", snapshot=snap,
-                                               master=MASTER))
+                                               master=MASTER, **reader))
     verdicts = {(b["group"], b["source_partition"]): b
                 for b in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
     assert verdicts  # the guard of the loop below

@@ -20,6 +20,7 @@ import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -208,6 +209,9 @@ def server_properties(port: int, work: Path, driver_memory_mb: int, cluster: dic
         "spark.connect.grpc.binding.address": HOST,
         "spark.connect.grpc.binding.port": str(port),
         "spark.sql.warehouse.dir": str(work / "warehouse"),
+        # The executors' Python (a proof's batched reader runs there): this venv's, which has pyarrow and
+        # confluent-kafka, not whatever `python3` is first on PATH.
+        "spark.pyspark.python": sys.executable,
     }
 
 

@@ -166,12 +166,18 @@ def record_parity_job(source_bootstrap: str, target_bootstrap: str, out_dir: str
                       snapshot: RecordSnapshot | None = None, topics: Mapping[str, str] | None = None,
                       checksums_only: bool = False, max_reread: int | None = None,
                       source_options: Mapping[str, str] | None = None,
-                      target_options: Mapping[str, str] | None = None, master: str = DEFAULT_MASTER,
+                      target_options: Mapping[str, str] | None = None,
+                      source_rdkafka: Mapping[str, Any] | None = None, target_rdkafka: Mapping[str, Any] | None = None,
+                      reader: str | None = None, read_tasks: int | None = None, master: str = DEFAULT_MASTER,
                       jars: list[str] | None = None, conf: Mapping[str, str] | None = None,
                       driver_memory: str | None = None, jvm_options: str | None = None) -> SparkSubmitSpec:
     """`topics` maps source → target topic for whole-topic comparison; `snapshot` gives ranges/boundaries.
 
-    Client options (security settings, SASL secrets) go to a 0600 JSON file, never onto the command line.
+    `source_options`/`target_options` are the Java client options of Spark's Kafka source
+    (`mirrorbook.kafka.config.java_client_options`); `source_rdkafka`/`target_rdkafka` the librdkafka configs they
+    come from, which the batched reader uses (a secured side without one is read by the Kafka source). `reader`:
+    the app's --reader (None: its default); `read_tasks`: --read-tasks. All client settings (security settings,
+    SASL secrets) go to a 0600 JSON file, never onto the command line.
     """
     if snapshot is None and not topics:
         raise ValueError("record parity needs a RecordSnapshot (ranges) or topics to compare")
@@ -187,8 +193,14 @@ def record_parity_job(source_bootstrap: str, target_bootstrap: str, out_dir: str
         args.append("--checksums-only")
     if max_reread is not None:
         args += ["--max-reread", str(max_reread)]
-    secret = _options_file(out_dir, source_options or {}, target_options or {}) \
-        if source_options or target_options else None
+    if reader is not None:
+        args += ["--reader", reader]
+    if read_tasks is not None:
+        args += ["--read-tasks", str(read_tasks)]
+    content = {"source": dict(source_options or {}), "target": dict(target_options or {}),
+               "source_rdkafka": _plain(source_rdkafka), "target_rdkafka": _plain(target_rdkafka)}
+    secret = _options_file(out_dir, {k: v for k, v in content.items() if v}) \
+        if any(content.values()) else None
     if secret is not None:
         args += ["--kafka-options-file", str(secret)]
     spec = _spec("record_parity", args, out_dir, master=master,
@@ -215,12 +227,18 @@ def _range_records(snapshot: RecordSnapshot | None) -> int | None:
     return total
 
 
-def _options_file(out_dir: Path, source: Mapping[str, str], target: Mapping[str, str]) -> Path:
+def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A librdkafka config as the app can be given it: its settings, not the objects a client is also handed
+    (a logger, callbacks), which neither travel in JSON nor mean anything to another process."""
+    return {k: v for k, v in (config or {}).items() if isinstance(v, (str, int, float, bool))}
+
+
+def _options_file(out_dir: Path, content: Mapping[str, Mapping[str, Any]]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "kafka-options.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({"source": dict(source), "target": dict(target)}, fh)
+        json.dump(dict(content), fh)
     return path
 
 

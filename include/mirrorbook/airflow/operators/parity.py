@@ -250,11 +250,13 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
 
 def record_job(clients: Any, via: FlowSpec, out: Path, ranges: list[Any], boundaries: tuple | list = (),
                master: str = submit.DEFAULT_MASTER) -> SparkSubmitSpec:
-    """The record proof of `ranges` on `via`'s two clusters (client secrets in the spec's 0600 options file)."""
+    """The record proof of `ranges` on `via`'s two clusters (client secrets in the spec's 0600 options file: the
+    Kafka source's Java options and the batched reader's librdkafka config)."""
     snap = write_record_snapshot(out / "snapshot", ranges, boundaries)
     src, dst = clients.kafka_config(via.source), clients.kafka_config(via.target)
     return record_parity_job(src["bootstrap.servers"], dst["bootstrap.servers"], out, snapshot=snap, master=master,
-                             source_options=java_client_options(src), target_options=java_client_options(dst))
+                             source_options=java_client_options(src), target_options=java_client_options(dst),
+                             source_rdkafka=src, target_rdkafka=dst)
 
 
 def connect_choice(params: Any, topology: Topology) -> engine.ConnectChoice:

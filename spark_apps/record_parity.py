@@ -256,8 +256,10 @@ def content_hash(df: DataFrame) -> DataFrame:
 def identified(df: DataFrame) -> DataFrame:
     """A record's columns as the proof carries them, from its `hash` and raw `key`: both readers end here, so the
     64-bit digest and the key's preview are Spark's own expressions whichever read the records."""
+    # The preview made valid UTF-8 (U+FFFD for a bad byte): a binary key cast to a string keeps its bytes, and a Spark
+    # Connect client cannot decode a string column holding invalid UTF-8 when the differences come back to it.
     return df.select("topic", "partition", "offset", "hash", F.xxhash64("hash").alias("h64"),
-                     F.substring(F.col("key").cast("string"), 1, 80).alias("key_preview"))
+                     F.substring(F.make_valid_utf8(F.col("key").cast("string")), 1, 80).alias("key_preview"))
 
 
 # -- the batched reader -----------------------------------------------------------------------------------

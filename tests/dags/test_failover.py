@@ -608,6 +608,8 @@ def test_the_record_proof_establishes_each_group_position_from_both_clusters_not
                                                   source_options=java_client_options(a),
                                                   target_options=java_client_options(b),
                                                   source_rdkafka=a, target_rdkafka=b))
+    # SASL_SSL read by the batched reader, with the librdkafka configs shipped in the options file.
+    assert summary.model_extra["inputs"]["readers"] == {"source": "batched", "target": "batched"}
 
     got = {(r["group"], r["source_partition"]): r for r in pq.read_table(summary.outputs["boundaries"]).to_pylist()}
     assert len(got) == len(groups) * 2

@@ -36,13 +36,15 @@ TRICKY: list[Record] = [
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def spark(spark_connect: Any) -> Iterator[Any]:
+    """A client of the session's Spark Connect server (its executors on the stack's Spark worker): one Spark per test
+    session, not a JVM of this module's own."""
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[1]").appName("record-hash")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1").getOrCreate())
-    yield session
-    session.stop()
+    with connect.client_mode():
+        session = SparkSession.builder.remote(spark_connect.url).getOrCreate()
+        yield session
+        session.stop()
 
 
 def _both(spark: Any, records: list[Record]) -> tuple[list[tuple], list[tuple]]:

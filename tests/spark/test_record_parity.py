@@ -182,6 +182,9 @@ def test_tampered_mirror_and_skipping_group_fail_named(run_job, reader, capfd, s
     _tampered_verdict(summary, capfd.readouterr().err, scene, tampered)
 
 
+# The default reader only: a cold spark-submit costs the suite half a minute, and the Kafka source's own cold
+# spark-submit is the secured tests' fallback case (test_record_parity_secured.py).
+@pytest.mark.parametrize("reader", ["batched"], indirect=True)
 def test_spark_submit_through_a_parity_uri_reads_and_writes_nothing_of_this_worker(
         reader, scene: Scene, tampered: Tampered, admin_a, admin_b, bootstrap_a, bootstrap_b, tmp_path: Path,
         monkeypatch, spark_connect: SparkConnectServer):

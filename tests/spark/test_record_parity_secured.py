@@ -43,7 +43,11 @@ def secured_mirror(secure_devstack: DevStack) -> tuple[dict, dict, str, str]:
     return a, b, topic, remote
 
 
-@pytest.mark.parametrize("reader, shipped", [("batched", True), ("kafka-source", True), ("batched", False)])
+# The batched reader with its shipped config on SASL_SSL is the failover's record proof in tests/dags/test_failover.py
+# (test_the_record_proof_establishes_each_group_position_from_both_clusters_not_from_the_plan); here, the fallback:
+# without a shipped librdkafka config the Kafka source reads, and gives the same verdict (a cold spark-submit costs
+# the suite half a minute, so each case runs once).
+@pytest.mark.parametrize("reader, shipped", [("batched", False)])
 def test_both_readers_prove_a_secured_mirror_alike(secured_mirror, reader: str, shipped: bool, tmp_path: Path):
     a, b, topic, remote = secured_mirror
     admin_a, admin_b = KafkaAdmin(a), KafkaAdmin(b)

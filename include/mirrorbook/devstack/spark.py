@@ -220,7 +220,11 @@ def spark_env(java: str, work: Path, log_dir: Path) -> dict[str, str]:
     executors): pyspark's Spark, our Java, everything on 127.0.0.1, files in the run dir, an empty conf dir."""
     return {**os.environ, "SPARK_HOME": str(spark_home()), "JAVA_HOME": str(Path(java).resolve().parents[1]),
             "SPARK_LOCAL_IP": HOST, "SPARK_LOCAL_DIRS": str(work / "tmp"), "SPARK_CONF_DIR": str(work / "conf"),
-            "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(log_dir), "SPARK_IDENT_STRING": IDENT}
+            "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(log_dir), "SPARK_IDENT_STRING": IDENT,
+            # The Python of a Spark Connect client's Python function (a proof's batched reader, in mapInArrow): the
+            # server's planner takes it from this variable, not from spark.pyspark.python — without it, whatever
+            # `python3` is first on PATH, seen lacking pyarrow (and the proof then read through the Kafka source).
+            "PYSPARK_PYTHON": sys.executable}
 
 
 def workers_dir(run_dir: Path) -> Path:

@@ -5,6 +5,7 @@ written or started. No JVM: devstack/spark.py's pure parts and the stack's bookk
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import psutil
@@ -84,6 +85,7 @@ def test_the_server_and_the_cluster_are_started_by_one_environment(tmp_path):
     env = spark.spark_env("/usr/lib/jvm/x/bin/java", tmp_path, tmp_path / "logs")
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1"  # the hostname may resolve elsewhere
     assert (env["JAVA_HOME"], env["SPARK_CONF_DIR"]) == ("/usr/lib/jvm/x", str(tmp_path / "conf"))
+    assert env["PYSPARK_PYTHON"] == sys.executable  # the Python a Connect client's functions run in
 
 
 def test_workers_mean_spark_and_stay_with_the_stack_when_not_given_again():

@@ -209,9 +209,6 @@ def server_properties(port: int, work: Path, driver_memory_mb: int, cluster: dic
         "spark.connect.grpc.binding.address": HOST,
         "spark.connect.grpc.binding.port": str(port),
         "spark.sql.warehouse.dir": str(work / "warehouse"),
-        # The executors' Python (a proof's batched reader runs there): this venv's, which has pyarrow and
-        # confluent-kafka, not whatever `python3` is first on PATH.
-        "spark.pyspark.python": sys.executable,
     }
 
 
@@ -221,9 +218,10 @@ def spark_env(java: str, work: Path, log_dir: Path) -> dict[str, str]:
     return {**os.environ, "SPARK_HOME": str(spark_home()), "JAVA_HOME": str(Path(java).resolve().parents[1]),
             "SPARK_LOCAL_IP": HOST, "SPARK_LOCAL_DIRS": str(work / "tmp"), "SPARK_CONF_DIR": str(work / "conf"),
             "SPARK_PID_DIR": str(work), "SPARK_LOG_DIR": str(log_dir), "SPARK_IDENT_STRING": IDENT,
-            # The Python of a Spark Connect client's Python function (a proof's batched reader, in mapInArrow): the
-            # server's planner takes it from this variable, not from spark.pyspark.python — without it, whatever
-            # `python3` is first on PATH, seen lacking pyarrow (and the proof then read through the Kafka source).
+            # The executors' Python for a Spark Connect client's Python function (a proof's batched reader, in
+            # mapInArrow): the server's planner takes it from this variable, not from spark.pyspark.python. This
+            # venv's, which has pyarrow and confluent-kafka — not whatever `python3` is first on PATH, seen lacking
+            # pyarrow (the proof then read through the Kafka source).
             "PYSPARK_PYTHON": sys.executable}
 
 

@@ -12,9 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import pytest
 from confluent_kafka import Producer
@@ -201,29 +199,11 @@ def test_translate_cli_prints_both_modes(scenario, devstack, capsys, tmp_path):
     assert precise.totals.proven == precise.totals.partitions == sum(len(o) for o in scenario.committed.values())
 
 
-@contextmanager
-def compacting(admin: KafkaAdmin, topic: str) -> Iterator[None]:
+def compacting(bootstrap: str, topic: str) -> None:
     """Make the broker's log cleaner compact `topic` within a second or two, as it would in hours: small segments,
-    any dirty ratio, and — for the block's length — the cleaner looking for work every 200 ms (a dynamic broker
-    setting, restored after)."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
+    any dirty ratio, no lag (the devstack's cleaner looks for work every second: `log.cleaner.backoff.ms`)."""
     for key, value in (("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.01"), ("min.compaction.lag.ms", "0")):
-        set_topic_config(admin.bootstrap, topic, key, value)
-    client = AdminClient({"bootstrap.servers": admin.bootstrap})
-
-    def backoff(value: str | None) -> None:
-        op = AlterConfigOpType.SET if value else AlterConfigOpType.DELETE
-        for broker in admin.broker_ids():
-            res = ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[
-                ConfigEntry("log.cleaner.backoff.ms", value, incremental_operation=op)])
-            for fut in client.incremental_alter_configs([res]).values():
-                fut.result()
-    backoff("200")
-    try:
-        yield
-    finally:
-        backoff(None)
+        set_topic_config(bootstrap, topic, key, value)
 
 
 def test_groups_behind_the_newest_offset_sync_and_at_zero_are_placed_exactly_once_older_syncs_are_compacted(
@@ -274,8 +254,8 @@ def test_groups_behind_the_newest_offset_sync_and_at_zero_are_placed_exactly_onc
         found = read_offset_syncs(bootstrap_b, s.alias, "B", location="target").syncs.get(tp_a, [])
         return found if len(found) == 1 else None
 
-    with compacting(admin_b, syncs_topic):
-        left = eventually(one_sync_left, timeout=120, what="the cleaner leaving one sync for the partition")
+    compacting(bootstrap_b, syncs_topic)
+    left = eventually(one_sync_left, timeout=120, what="the cleaner leaving one sync for the partition")
     assert left == [newest] and (newest.upstream_offset, newest.downstream_offset) == (199, 201)
 
     groups = {f"{s.topic}-at{c}": c for c in (0, 60, 110, 125, 130, 150, 200)}

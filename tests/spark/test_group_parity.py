@@ -129,7 +129,10 @@ def test_over_spark_connect_the_server_reads_nothing_from_this_disk(spark_connec
 
     args = app.parse_args(spec.application_args)
     with connect.client_mode():
-        code = common.run_app(app.APP, args, app.body(args, Vanishing()), spark=connect.session(spark_connect.url))
+        spark = connect.session(spark_connect.url)
+        # Off for this session: the server's plan cache would keep each query's copy of the snapshots in its plan.
+        assert spark.conf.get(connect.PLAN_CACHE) == "false"
+        code = common.run_app(app.APP, args, app.body(args, Vanishing()), spark=spark)
     summary = submit.ParitySummary.model_validate_json(spec.summary_path.read_text())
     assert code == 0 and summary.passed and summary.master == "spark-connect", summary.failure_message()
     assert not snap.expected.exists() and not snap.actual.exists()

@@ -945,7 +945,7 @@ def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
             if args.boundaries else None
         rows = stream(spark, pairs, p, src, tgt, boundaries)
         result = judge(rows if args.checksums_only else walk(match(rows)), args)
-        tables = unpack(result, pc.rows_as_dicts(result.collect()), pairs)
+        tables = unpack(result, pc.collect_dicts(result), pairs)
         if args.boundaries:
             pc.check_rows(tables["boundaries"][0], ["group", *PAIR], ["group", *PAIR, "source_committed"],
                           "boundaries")

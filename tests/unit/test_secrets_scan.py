@@ -40,3 +40,27 @@ def test_a_planted_secret_is_found_in_text_sqlite_parquet_and_bytes_by_file_and_
 def test_a_clean_tree_has_no_hit(tmp_path: Path) -> None:
     (tmp_path / "task.log").write_text("password=***\n" * 1000)
     assert scan_files([tmp_path], SECRETS) == ([], 1)
+
+
+def test_lines_are_checked_in_chunks_yet_each_hit_names_its_own_line(tmp_path: Path) -> None:
+    """Lines go through in chunks of CHUNK; a hit on a chunk's first and last line, and beyond the first chunk,
+    still names its line — in a text file and in a database's dump."""
+    from tests.secrets_scan import CHUNK
+
+    where = [1, CHUNK, CHUNK + 1, 2 * CHUNK + 7]
+    lines = ["s3cr3t-Pa55" if n in where else f"line {n}" for n in range(1, 2 * CHUNK + 10)]
+    (tmp_path / "big.log").write_text("\n".join(lines) + "\n")
+    db = sqlite3.connect(tmp_path / "big.db")
+    db.execute("create table t (v text)")
+    db.executemany("insert into t values (?)", [(v,) for v in lines])
+    db.commit()
+    db.close()
+    dump = list(sqlite3.connect(tmp_path / "big.db").iterdump())
+
+    hits, files = scan_files([tmp_path], SECRETS)
+
+    assert files == 2
+    assert sorted(h for h in hits if "big.log" in h) == sorted(f"{tmp_path / 'big.log'}:{n}: password" for n in where)
+    in_dump = [n for n, line in enumerate(dump, 1) if "s3cr3t-Pa55" in line]
+    assert len(in_dump) == len(where)
+    assert sorted(h for h in hits if "big.db" in h) == sorted(f"{tmp_path / 'big.db'}:{n}: password" for n in in_dump)

@@ -35,7 +35,7 @@ def needles(stack_dir: Path) -> dict[str, str]:
 CHUNK = 10_000  # lines checked as one text: a needle (no line break in it) is in the chunk iff in one of its lines
 
 
-def _lines(path: Path, head: bytes) -> Iterator[str]:
+def _lines(path: Path, head: bytes, data: bytes | None = None) -> Iterator[str]:
     if head.startswith(b"SQLite format 3"):
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -49,11 +49,12 @@ def _lines(path: Path, head: bytes) -> Iterator[str]:
         for row in pq.read_table(path).to_pylist():
             yield repr(row)
         return
-    yield from path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    yield from (path.read_bytes() if data is None else data).decode("utf-8", errors="replace").splitlines()
 
 
 def _file_hits(path: Path, secrets: dict[str, str]) -> list[str]:
     head = path.open("rb").read(16)
+    data = None
     if not head.startswith((b"SQLite format 3", b"PAR1")) and all(v.isascii() for v in secrets.values()):
         # An ASCII needle is in the bytes iff it is in their text (decoding never merges an ASCII byte into
         # anything else): most files — logs, Kafka's segments — are ruled out without being decoded.
@@ -69,7 +70,7 @@ def _file_hits(path: Path, secrets: dict[str, str]) -> list[str]:
                         for what, value in secrets.items() if value in line)
 
     n = 0
-    for n, line in enumerate(_lines(path, head), 1):
+    for n, line in enumerate(_lines(path, head, data), 1):
         chunk.append(line)
         if len(chunk) == CHUNK:
             check(n - CHUNK + 1)

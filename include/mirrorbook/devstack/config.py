@@ -144,8 +144,9 @@ def broker_properties(broker_port: int, controller_port: int | None, data_dir: P
         # records while a test (or a demo of the health check's DATA_LOSS) waits.
         "log.retention.check.interval.ms": 2000,
         # The cleaner's dedupe map is allocated on the heap whenever its threads start, 128 MiB by default: two
-        # fifths of a devstack broker's heap, and an OutOfMemoryError that leaves the broker with no cleaner when a
-        # dynamic cleaner setting restarts it late in a busy session. 16 MiB dedupes ~600,000 keys a pass.
+        # fifths of a devstack broker's heap, which a restart of the threads (any dynamic cleaner setting does one)
+        # may fail to find late in a busy session, leaving the broker without a cleaner. 16 MiB dedupes ~600,000
+        # keys a pass.
         "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
         # Compaction within seconds of a segment becoming cleanable, not 15 s: MM2's offset syncs compacted as they
         # would be in hours, while a test waits.

@@ -8,7 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +29,7 @@ def _state(workers: int) -> spark.SparkConnectState:
 
 def _me(log: str = "x") -> ProcessRecord:
     """A record naming a process that is alive: this one."""
-    return ProcessRecord(pid=os.getpid(), create_time=psutil.Process().create_time(), log=log, cmd_summary=log)
+    return ProcessRecord.of(os.getpid(), log, log)
 
 
 def _gone(log: str) -> ProcessRecord:

@@ -20,11 +20,33 @@ class ProcessRecord(BaseModel):
     create_time: float
     log: str
     cmd_summary: str
+    # The wall clock's boot time when the record was made. psutil derives a process's create_time() from the boot
+    # time as the clock has it *now*, so setting the clock (NTP, a VM's clock sync) moves every process's start: a
+    # stack that compared create_time() alone lost its own running processes to a clock step, relaunched them into
+    # their own ports and deleted their data under them. Start minus boot time does not move. None: a record written
+    # before this field, compared by create_time as then.
+    boot_time: float | None = None
+
+    @classmethod
+    def of(cls, pid: int, log: str, cmd_summary: str) -> ProcessRecord:
+        """The record of a running process: its pid and when it started."""
+        try:
+            created = psutil.Process(pid).create_time()
+        except psutil.Error:
+            created = 0.0  # gone already: the record never matches, so the caller reports the process died
+        return cls(pid=pid, create_time=created, boot_time=psutil.boot_time(), log=log, cmd_summary=cmd_summary)
+
+    def is_this(self, proc: psutil.Process) -> bool:
+        """Whether `proc` is the process recorded, not a stranger that took its pid since: the same start, to a
+        second, counted from boot (immune to the clock being set) where the record has its boot time."""
+        if self.boot_time is None:
+            return abs(proc.create_time() - self.create_time) < 1.0
+        return abs((proc.create_time() - psutil.boot_time()) - (self.create_time - self.boot_time)) < 1.0
 
     def alive(self) -> bool:
         try:
             proc = psutil.Process(self.pid)
-            return abs(proc.create_time() - self.create_time) < 1.0 and proc.status() != psutil.STATUS_ZOMBIE
+            return self.is_this(proc) and proc.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
 
@@ -67,7 +89,7 @@ class ProcessRecord(BaseModel):
             pass
         try:
             proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) >= 1.0:
+            if not self.is_this(proc):
                 return True  # the pid now belongs to someone else
             return proc.status() == psutil.STATUS_ZOMBIE and proc.num_threads() <= 1
         except psutil.Error:
@@ -82,8 +104,7 @@ def start_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: 
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, close_fds=True)
-    return ProcessRecord(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time(),
-                         log=str(log_path), cmd_summary=f"{label}: {main} {' '.join(args)}")
+    return ProcessRecord.of(proc.pid, str(log_path), f"{label}: {main} {' '.join(args)}")
 
 
 def run_java(java: str, jvm_opts: list[str], classpath: str, main: str, args: list[str],

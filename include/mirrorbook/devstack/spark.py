@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import psutil
 from pydantic import BaseModel
 
 from mirrorbook.devstack import ports
@@ -257,8 +256,7 @@ def launch_node(java: str, state: SparkConnectState, node: SparkNode, run_dir: P
         proc = subprocess.Popen(["bash", str(spark_home() / "bin" / "spark-class"), *args], env=env, cwd=work,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, close_fds=True)
-    return ProcessRecord(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time(), log=str(log),
-                         cmd_summary=f"Spark {node.name}: {' '.join(args)}")
+    return ProcessRecord.of(proc.pid, str(log), f"Spark {node.name}: {' '.join(args)}")
 
 
 def status_json(url: str, timeout_s: float = 5.0) -> Any:
@@ -338,12 +336,8 @@ def launch(java: str, state: SparkConnectState, run_dir: Path, log_dir: Path, *,
         raise ProcessDied(f"{script} failed (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-1500:]}",
                           f"read {log}")
     pid = int(pid_file.read_text().strip())
-    try:
-        created = psutil.Process(pid).create_time()
-    except psutil.Error:
-        created = 0.0
-    record = ProcessRecord(pid=pid, create_time=created, log=str(log), cmd_summary=f"Spark Connect server: "
-                           f"{SERVER_CLASS} ({state.master_url}, {HOST}:{state.port})")
+    record = ProcessRecord.of(pid, str(log), f"Spark Connect server: {SERVER_CLASS} ({state.master_url}, "
+                              f"{HOST}:{state.port})")
     if not record.alive():
         raise died_error(record, "Spark Connect server")
     return record

@@ -341,7 +341,7 @@ def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], d
     Always writes the summary; turns every outcome into one of the three exit codes. Given a session (a
     Spark Connect client's), the job runs in it and leaves it open for the next; else it makes its own.
     """
-    started = time.time()
+    started = time.monotonic()  # an elapsed time: the wall clock may be set meanwhile
     summary: dict[str, Any] = {"app": app, "summary_version": SUMMARY_VERSION, "output": args.output}
     own = spark is None
     try:
@@ -367,7 +367,7 @@ def run_app(app: str, args: argparse.Namespace, body: Callable[[SparkSession], d
                        failures_total=0)
         print(f"PARITY-ERROR {app}: {summary['error']}", file=sys.stderr)
         code = EXIT_ERROR
-    summary["elapsed_s"] = round(time.time() - started, 3)
+    summary["elapsed_s"] = round(time.monotonic() - started, 3)
     try:
         write_summary(args.summary, summary, spark)
     except Exception as exc:  # the verdict must not vanish: it still goes to stderr, and the exit code says it

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mirrorbook.audit import AuditStore
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
-from mirrorbook.runbooks.plan import (COLUMNS_FORMAT, PlannedOffsets, PlanRow, TranslationPlan, _COUNT_COLUMNS,
+from mirrorbook.runbooks.plan import (COLUMNS_FORMAT, PlannedOffsets, PlanRow, RowView, TranslationPlan, _COUNT_COLUMNS,
                                       _NUMBER_COLUMNS, _TEXT_COLUMNS)
 
 offsets = st.integers(min_value=0, max_value=2**62)
@@ -67,3 +67,11 @@ def test_a_plan_kept_one_list_per_column_still_reads_back(plan):
     old = {"format": COLUMNS_FORMAT, **plan.model_dump(mode="json", exclude={"rows"}), **plan.columns()}
     assert TranslationPlan.from_stored(old) == plan
     assert PlannedOffsets.from_stored(old).offsets() == plan.offsets()
+
+
+@given(plan=plans)
+def test_a_plans_views_are_its_rows_positions_read_from_the_columns_it_was_stored_as(plan):
+    """What the proofs read of a kept plan (no object per row) is, row for row, what its rows say."""
+    kept = TranslationPlan.from_stored(plan.stored(), rows=False)
+    assert [tuple(getattr(r, f) for f in RowView._fields) + (r.target_tp,) for r in plan.rows] == \
+        [(*v, v.target_tp) for v in kept.views()]

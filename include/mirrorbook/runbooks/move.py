@@ -284,8 +284,9 @@ def _kept_plan(rb: Runbook) -> dict[str, Any]:
     return kept
 
 
-def load_plan(rb: Runbook) -> TranslationPlan:
-    return TranslationPlan.from_stored(_kept_plan(rb))
+def load_plan(rb: Runbook, *, rows: bool = True) -> TranslationPlan:
+    """The run's plan; `rows=False`: column by column, no object per row (what a proof reads: `views`)."""
+    return TranslationPlan.from_stored(_kept_plan(rb), rows=rows)
 
 
 def load_offsets(rb: Runbook) -> PlannedOffsets:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
@@ -25,7 +25,7 @@ from mirrorbook.parity import (ExpectedOffset, GroupBoundary, GroupSnapshot, Par
                                write_group_snapshot)
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
-from mirrorbook.runbooks.plan import PlanRow, TranslationPlan, managed_groups
+from mirrorbook.runbooks.plan import PlanRow, RowView, TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology
 
 BEFORE_KEY = "parity.groups_before"
@@ -103,7 +103,7 @@ def move_expectation(plan: TranslationPlan, via: FlowSpec) -> list[ExpectedOffse
                            expected_offset=r.offset, true_offset=r.precise_offset, source_cluster=plan.from_cluster,
                            source_topic=r.source_topic if r.source_topic != "?" else None,
                            source_partition=r.partition, source_committed=r.source_offset)
-            for r in plan.rows]
+            for r in plan.views()]
 
 
 def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tuple[list[RecordRange],
@@ -117,7 +117,7 @@ def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tupl
     records of failback's back-to-origin topics are compared by the original flow's own parity.
     """
     policy = ReplicationPolicy.for_flow(via)
-    moved = [(r, c) for r in plan.rows if r.source_topic != "?" and (c := r.source_offset) is not None
+    moved = [(r, c) for r in plan.views() if r.source_topic != "?" and (c := r.source_offset) is not None
              and policy.format_remote_topic(via.source, r.source_topic) == r.target_topic]
     rows = [r for r, _ in moved]
     groups = sorted({r.group for r in rows})
@@ -194,7 +194,7 @@ def warm_group_snapshot(out_dir: Path, via: FlowSpec) -> GroupSnapshot:
                                 {via.target: {tp: (0, 0)}})
 
 
-def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
+def record_ranges(rows: Sequence[PlanRow | RowView], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
                   dst_marks: dict[TP, Watermarks], stable: dict[TP, int] | None = None) -> list[RecordRange]:
     """Per partition pair, from an exactly aligned point to the end on both sides.
 
@@ -205,7 +205,7 @@ def record_ranges(rows: list[PlanRow], boundaries: list[GroupBoundary], src_mark
     on either side, leaves no exact anchor: the whole retained partition is compared. The anchor only
     saves reading; a wrong one cannot pass — the records below it would show as missing or extra.
     """
-    by_pair: dict[tuple[str, str, int], list[PlanRow]] = {}
+    by_pair: dict[tuple[str, str, int], list[PlanRow | RowView]] = {}
     for r in rows:
         by_pair.setdefault((r.source_topic, r.target_topic, r.partition), []).append(r)
     now: dict[tuple[str, str, int], list[GroupBoundary]] = {}

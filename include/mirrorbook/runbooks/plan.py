@@ -43,6 +43,22 @@ class PlanRow(BaseModel):
         return TP(self.target_topic, self.partition)
 
 
+class RowView(NamedTuple):
+    """A plan row's positions straight from the plan's columns, without an object validated per row: what a proof
+    reads of 150,000 rows at a thousand groups, where making each a PlanRow cost seconds (`TranslationPlan.views`)."""
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    source_offset: int | None
+    offset: int
+    precise_offset: int | None
+
+    @property
+    def target_tp(self) -> TP:
+        return TP(self.target_topic, self.partition)
+
+
 class PlannedOffsets(NamedTuple):
     """What writing and reading back a plan needs of it: the offset of each (group, target partition)."""
 
@@ -113,6 +129,14 @@ class TranslationPlan(BaseModel):
         if self.table is not None and not self.rows:
             self.rows = from_columns(self.table)
         return self.rows
+
+    def views(self) -> list[RowView]:
+        """Every row's positions, read from the columns (see RowView)."""
+        cols = self.columns()
+        texts, c = cols["texts"], cols["columns"]
+        return [RowView(texts[g], texts[s], texts[t], p, so, o, po) for g, s, t, p, so, o, po in zip(
+            c["group"], c["source_topic"], c["target_topic"], c["partition"], c["source_offset"], c["offset"],
+            c["precise_offset"])]
 
     def row_count(self) -> int:
         return len(self.columns()["columns"]["offset"])

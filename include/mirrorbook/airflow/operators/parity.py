@@ -236,7 +236,7 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
                 return None
             return group_parity_job(parity.group_snapshot(clients, out / "snapshot", expected, extra), out,
                                     master=master)
-        plan = load_plan(rb)
+        plan = load_plan(rb, rows=False)
         via = move_for(params, hook.topology).via
         if self.app == "group_parity":
             # What the plan wrote is no proof of where a group should be: this job only checks that it is

@@ -21,14 +21,16 @@ the first N groups (a regex per size). MM2 replicates the records and checkpoint
   none (`--fresh`: failover_rto_s_fresh_g<N>, every position proved during the failover).
 - with `--scheduler`, the precise failover at each size also through a real Airflow (`airflow standalone`,
   LocalExecutor, REST-triggered, set up as README recommends: benchmarks/failover_rto.py's helpers), after a health
-  check pass on its audit store: failover_rto_s_scheduler_g<N>.
+  check pass on its audit store: failover_rto_s_scheduler_g<N>; with `--proofs connect` too, once more with the
+  proofs on the warm Spark Connect server: failover_rto_s_scheduler_proofs_g<N>, proof_rto_ratio_scheduler_g<N>.
 
 `--baseline REF` runs every measurement with REF's code too (`git archive REF include dags` into a temp dir,
 first on the child's PYTHONPATH), right before ours, on the same stack under the same load: the ratios
 baseline/ours are meaningful on a loaded machine even when the absolute figures are not.
 
 Figures (ours): failover_rto_s_g<N> (precise, proofs off, after a health check), failover_rto_s_fresh_g<N>,
-failover_rto_s_mm2_g<N>, failover_rto_s_proofs_g<N>, failover_rto_s_scheduler_g<N>, failover_growth_<max>_over_<min>,
+failover_rto_s_mm2_g<N>, failover_rto_s_proofs_g<N>, failover_rto_s_scheduler_g<N>, proof_rto_ratio_g<N>,
+proof_rto_ratio_scheduler_g<N>, failover_growth_<max>_over_<min>,
 precise_exact_share_g<N> (the share of group-partitions the precise plan places exactly), health_check_s_g<N>
 (steady state), health_check_first_s_g<N>, health_check_requests_g<N>, translate_precise_s_g<N> (the translate step's
 own time), task_peak_rss_mb_g<N>. With a baseline, *_base_* beside them. `--profile DIR` writes a pyinstrument
@@ -406,7 +408,11 @@ def main() -> int:
                 continue
             spark_conn = failovers_at(n, args, work, stack, versions, topo_path, spark_conn, results)
         if args.scheduler and not args.no_failover:
-            scheduled(work, stack, sizes, topologies, versions[-1], results)
+            proved = "connect" in args.proofs.split(",")
+            if proved and not spark_conn:
+                spark_conn = start_spark(stack, args.spark_driver_mb)
+            scheduled(work, stack, sizes, topologies, versions[-1], results, spark_conn if proved else {},
+                      proof_sizes(args))
         if spark_conn:
             from failover_rto import _close_spark_session
             _close_spark_session()  # while the server is up: at exit pyspark would retry against it for minutes
@@ -415,18 +421,21 @@ def main() -> int:
     return 0
 
 
+def proof_sizes(args: argparse.Namespace) -> list[int]:
+    return [int(s) for s in (args.proof_sizes or args.sizes).split(",")]
+
+
 def failovers_at(n: int, args: argparse.Namespace, work: Path, stack: Any, versions: list[CodeVersion],
                  topo_path: Path, spark_conn: dict[str, str], results: dict[str, Any]) -> dict[str, str]:
     """Every failover measured at size `n` (each in a child process of its own); the Spark connection, started
     when a run with proofs first needs it."""
     regex = size_regex(n)
     translations, proofs = args.translations.split(","), args.proofs.split(",")
-    proof_sizes = [int(s) for s in (args.proof_sizes or args.sizes).split(",")]
     profile = Path(args.profile).resolve() if args.profile else None
     # (label, translation, proofs, audit store); a precise failover after a health check pass on its store
     runs = [("precise-fresh", "precise", "off", "fresh")] if args.fresh and "precise" in translations else []
     runs += [(t, t, "off", "kept") for t in translations]
-    if "connect" in proofs and n in proof_sizes:
+    if "connect" in proofs and n in proof_sizes(args):
         runs.append(("precise", "precise", "spark", "kept"))
     for label, translation, parity, store in runs:
         if parity == "spark" and not spark_conn:
@@ -449,9 +458,11 @@ def failovers_at(n: int, args: argparse.Namespace, work: Path, stack: Any, versi
 
 
 def scheduled(work: Path, stack: Any, sizes: list[int], topologies: dict[int, Path], v: CodeVersion,
-              results: dict[str, Any]) -> None:
+              results: dict[str, Any], spark_conn: dict[str, str], proved_at: list[int]) -> None:
     """The precise failover at each size through a real Airflow set up as README recommends (failover_rto.py's
-    server and helpers), each after a scheduled health check pass on the server's audit store."""
+    server and helpers), each after a scheduled health check pass on the server's audit store; with `spark_conn`
+    (--proofs connect) once more with the proofs on that warm Spark Connect server, at the sizes `proved_at`
+    (the two proofs side by side, as the scheduler runs them)."""
     import httpx
     from failover_rto import SCHEDULER_SETTINGS, _scheduled, _trigger
 
@@ -465,7 +476,7 @@ def scheduled(work: Path, stack: Any, sizes: list[int], topologies: dict[int, Pa
                 if spec.get("conn_type") != "spark_connect"})
     keep = ("MIRRORBOOK_TOPOLOGY", "MIRRORBOOK_AUDIT_URL", "MIRRORBOOK_ARTIFACTS_DIR", "PYTHONPATH")
     server_env = {**{k: env[k] for k in keep}, **{k: val for k, val in env.items() if k.startswith("AIRFLOW_CONN_")},
-                  **SCHEDULER_SETTINGS, "MIRRORBOOK_HEALTH_SCHEDULE": "none",
+                  **spark_conn, **SCHEDULER_SETTINGS, "MIRRORBOOK_HEALTH_SCHEDULE": "none",
                   "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
     os.environ.update({k: env[k] for k in ("MIRRORBOOK_AUDIT_URL", "MIRRORBOOK_ARTIFACTS_DIR")})  # _scheduled reads
     server = airflow_server.start(work / "airflow-scheduler", server_env, preload=True)
@@ -484,6 +495,13 @@ def scheduled(work: Path, stack: Any, sizes: list[int], topologies: dict[int, Pa
             print(f"  -- precise through the real scheduler, {n} groups; {uptime()}")
             results[f"scheduler/{n}"] = {"rto_s": _scheduled(api, {**conf, "groups": size_regex(n), "dry_run": False})}
             reset(stack, [group_name(i) for i in range(n)])
+            if spark_conn and n in proved_at:
+                prepass = run_child({"kind": "health", "passes": 1}, v.env(topologies[n], db))
+                show_health(f"scheduled health check before the failover [scheduler, proofs, {n}]", prepass)
+                print(f"  -- precise through the real scheduler, proofs on Spark Connect, {n} groups; {uptime()}")
+                results[f"scheduler-proofs/{n}"] = {"rto_s": _scheduled(api, {**conf, "groups": size_regex(n),
+                                                                                "dry_run": False, "parity": "spark"})}
+                reset(stack, [group_name(i) for i in range(n)])
     finally:
         airflow_server.stop(server)
 
@@ -559,6 +577,9 @@ def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> No
                 print(f"RESULT proof_rto_ratio{tag}_g{n}={proved / bare:.2f}")
             if v == versions[-1] and (x := fig(f"scheduler/{n}")) is not None:
                 print(f"RESULT failover_rto_s_scheduler_g{n}={x:.2f} s")
+                if (y := fig(f"scheduler-proofs/{n}")) is not None:  # both runs on the one server, this run
+                    print(f"RESULT failover_rto_s_scheduler_proofs_g{n}={y:.2f} s")
+                    print(f"RESULT proof_rto_ratio_scheduler_g{n}={y / x:.2f}")
             for label in ("precise", "precise-fresh"):
                 plan = (results.get(f"failover/{v}/{label}/off/{n}") or {}).get("plan") or {}
                 if plan.get("partitions"):

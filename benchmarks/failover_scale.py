@@ -24,7 +24,7 @@ the first N groups (a regex per size). MM2 replicates the records and checkpoint
   check pass on its audit store: failover_rto_s_scheduler_g<N>; with `--proofs connect` too, once more with the
   proofs on the warm Spark Connect server: failover_rto_s_scheduler_proofs_g<N>, proof_rto_ratio_scheduler_g<N>.
 
-`--baseline REF` runs every measurement with REF's code too (`git archive REF include dags` into a temp dir,
+`--baseline REF` runs every measurement with REF's code too (`git archive REF include dags spark_apps` into a dir,
 first on the child's PYTHONPATH), right before ours, on the same stack under the same load: the ratios
 baseline/ours are meaningful on a loaded machine even when the absolute figures are not.
 
@@ -187,8 +187,10 @@ class CodeVersion:
         self.root = REPO
         if ref is not None:
             self.root = work / f"code-{name}"
+            shutil.rmtree(self.root, ignore_errors=True)  # a kept --stack-dir may hold another ref's code
             self.root.mkdir(parents=True)
-            archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "include", "dags"],
+            # The Spark apps too: the proofs' jobs are found beside `include` (without them, every proof fails).
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "include", "dags", "spark_apps"],
                                      check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(self.root)], input=archive, check=True)
         self.home = work / f"airflow-{name}"

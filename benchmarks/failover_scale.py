@@ -492,17 +492,15 @@ def scheduled(work: Path, stack: Any, sizes: list[int], topologies: dict[int, Pa
         print(f"\n== real scheduler ({server.url}): a dry run first (each component's first-use costs); {uptime()}")
         _trigger(api, {**conf, "groups": "sc-no-such-group", "dry_run": True})
         for n in sizes:
-            prepass = run_child({"kind": "health", "passes": 1}, v.env(topologies[n], db))
-            show_health(f"scheduled health check before the failover [scheduler, {n}]", prepass)
-            print(f"  -- precise through the real scheduler, {n} groups; {uptime()}")
-            results[f"scheduler/{n}"] = {"rto_s": _scheduled(api, {**conf, "groups": size_regex(n), "dry_run": False})}
-            reset(stack, [group_name(i) for i in range(n)])
-            if spark_conn and n in proved_at:
+            # (result key, parity, label): proofs off, then on the warm Spark Connect server where asked
+            runs = [("scheduler", "off", "")] + ([("scheduler-proofs", "spark", ", proofs on Spark Connect")]
+                                                 if spark_conn and n in proved_at else [])
+            for key, parity, label in runs:
                 prepass = run_child({"kind": "health", "passes": 1}, v.env(topologies[n], db))
-                show_health(f"scheduled health check before the failover [scheduler, proofs, {n}]", prepass)
-                print(f"  -- precise through the real scheduler, proofs on Spark Connect, {n} groups; {uptime()}")
-                results[f"scheduler-proofs/{n}"] = {"rto_s": _scheduled(api, {**conf, "groups": size_regex(n),
-                                                                                "dry_run": False, "parity": "spark"})}
+                show_health(f"scheduled health check before the failover [scheduler{label}, {n}]", prepass)
+                print(f"  -- precise through the real scheduler{label}, {n} groups; {uptime()}")
+                results[f"{key}/{n}"] = {"rto_s": _scheduled(api, {**conf, "groups": size_regex(n), "dry_run": False,
+                                                                   "parity": parity})}
                 reset(stack, [group_name(i) for i in range(n)])
     finally:
         airflow_server.stop(server)

@@ -934,18 +934,26 @@ def summarize(args: argparse.Namespace, tables: dict[str, tuple[list[dict[str, A
     return result
 
 
+def proof_tables(spark: SparkSession, args: argparse.Namespace, pairs: list[dict[str, Any]],
+                 readers: dict[str, Reader], boundaries: DataFrame | None
+                 ) -> dict[str, tuple[list[dict[str, Any]], StructType]]:
+    """The proof itself, from the pairs, each side's reader and the boundaries: one shuffle, one answer, as tables.
+    (tests/spark/test_proof_agrees_with_translation.py runs it on synthetic logs beside precise translation.)"""
+    p = pairs_frame(spark, pairs)
+    src = read_side(readers["source"], pairs, p, "source")
+    tgt = read_side(readers["target"], pairs, p, "target")
+    rows = stream(spark, pairs, p, src, tgt, boundaries)
+    result = judge(rows if args.checksums_only else walk(match(rows)), args)
+    return unpack(result, pc.collect_dicts(result), pairs)
+
+
 def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
     def run(spark: SparkSession) -> dict[str, Any]:
         pairs = load_pairs(spark, args, io)
-        p = pairs_frame(spark, pairs)
         readers = {side: side_reader(spark, args, side) for side in ("source", "target")}
-        src = read_side(readers["source"], pairs, p, "source")
-        tgt = read_side(readers["target"], pairs, p, "target")
         boundaries = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io) \
             if args.boundaries else None
-        rows = stream(spark, pairs, p, src, tgt, boundaries)
-        result = judge(rows if args.checksums_only else walk(match(rows)), args)
-        tables = unpack(result, pc.collect_dicts(result), pairs)
+        tables = proof_tables(spark, args, pairs, readers, boundaries)
         if args.boundaries:
             pc.check_rows(tables["boundaries"][0], ["group", *PAIR], ["group", *PAIR, "source_committed"],
                           "boundaries")

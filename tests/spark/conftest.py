@@ -138,6 +138,18 @@ def scene(devstack, admin_a: KafkaAdmin, admin_b: KafkaAdmin, bootstrap_a: str, 
 CONNECT_ONLY = pytest.mark.parametrize("run_job", ["spark-connect"], indirect=True)
 
 
+@pytest.fixture(scope="module")
+def spark(spark_connect: SparkConnectServer) -> Iterator:
+    """A client of the session's Spark Connect server (its executors on the stack's Spark worker), for the tests that
+    run the apps' own functions on rows they build: one Spark per test session, not a JVM of a module's own."""
+    from pyspark.sql import SparkSession
+
+    with connect.client_mode():
+        session = SparkSession.builder.remote(spark_connect.url).getOrCreate()
+        yield session
+        session.stop()
+
+
 @pytest.fixture(params=["spark-submit", "spark-connect"])
 def run_job(request: pytest.FixtureRequest) -> Callable[[submit.SparkSubmitSpec], submit.ParitySummary]:
     """The same job two ways: a cold spark-submit, and the app's code as a client of the session's warm

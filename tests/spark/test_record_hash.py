@@ -6,7 +6,7 @@ timestamps before 1970 and far ahead). No Kafka: the rows are built as the Kafka
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,18 +33,6 @@ TRICKY: list[Record] = [
     (b"x" * 200, b"y" * 1000, [("", b"")], 7),
     ("é".encode() * 100, None, None, 8),  # a preview cut inside multi-byte characters' bytes: 80 characters
 ]
-
-
-@pytest.fixture(scope="module")
-def spark(spark_connect: Any) -> Iterator[Any]:
-    """A client of the session's Spark Connect server (its executors on the stack's Spark worker): one Spark per test
-    session, not a JVM of this module's own."""
-    from pyspark.sql import SparkSession
-
-    with connect.client_mode():
-        session = SparkSession.builder.remote(spark_connect.url).getOrCreate()
-        yield session
-        session.stop()
 
 
 def _both(spark: Any, records: list[Record]) -> tuple[list[tuple], list[tuple]]:

@@ -96,6 +96,7 @@ def test_clean_mirror_and_group_boundaries_pass(run_job, reader, scene: Scene, a
 
     assert summary.exit_code == 0 and summary.passed, summary.failure_message()
     assert summary.model_extra["inputs"]["readers"] == {"source": reader["reader"], "target": reader["reader"]}
+    assert summary.model_extra["inputs"]["placement"] == "arrow"
     assert summary.totals["matched"] == PARTITIONS * RECORDS
     assert summary.totals["missing"] == summary.totals["extra"] == summary.totals["order_violations"] == 0
     pairs = pq.read_table(summary.outputs["pairs"]).to_pylist()

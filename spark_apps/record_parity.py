@@ -634,9 +634,10 @@ def covered(b: DataFrame, pairs: DataFrame) -> Column:
     return inside("source", "source_committed", True) & inside("target", "target_offset", False)
 
 
-def boundary_rows(b: DataFrame, p: DataFrame) -> DataFrame:
+def boundary_rows(b: DataFrame, p: DataFrame, twins: bool = True) -> DataFrame:
     """Each group's boundary as two rows of its pair's stream, one placed at C among the source records
-    (axis 0) and one at T among the target records (axis 1). No pair read: pid null, and UNPROVABLE."""
+    (axis 0) and one at T among the target records (axis 1) — or, without `twins`, one row (axis 0) for a placement
+    that reads both offsets off it. No pair read: pid null, and UNPROVABLE."""
     match = ((b["source_topic"] == p["source_topic"]) & (b["target_topic"] == p["target_topic"])
              & (p["source_partition"].isNull() | (b["source_partition"] == p["source_partition"]))
              & (p["target_partition"].isNull() | (b["target_partition"] == p["target_partition"]))
@@ -646,11 +647,12 @@ def boundary_rows(b: DataFrame, p: DataFrame) -> DataFrame:
         [(has_pair & F.coalesce(covered(b, p), F.lit(False))).alias("covered")]
     return b.join(F.broadcast(p), match, "left").select(
         F.when(has_pair, pid_col(p, b["source_partition"])).alias("pid"), F.lit(BOUNDARY).alias("kind"),
-        F.explode(F.array(F.lit(SOURCE), F.lit(TARGET))).alias("axis"), F.struct(*fields).alias("b"))
+        F.explode(F.array(F.lit(SOURCE), F.lit(TARGET))).alias("axis") if twins else F.lit(SOURCE).alias("axis"),
+        F.struct(*fields).alias("b"))
 
 
 def stream(spark: SparkSession, pairs: list[dict[str, Any]], p: DataFrame, src: DataFrame, tgt: DataFrame,
-           boundaries: DataFrame | None) -> DataFrame:
+           boundaries: DataFrame | None, twins: bool = True) -> DataFrame:
     """Both sides' records, the boundaries and a row per explicit pair (so a pair with no records still
     has its figures), in one shuffle by pair: in `task_slots` tasks, or one per pair when there are fewer (a
     whole-topic pair's partitions are unknown until read: then the session's shuffle partitions, coalesced by
@@ -668,7 +670,7 @@ def stream(spark: SparkSession, pairs: list[dict[str, Any]], p: DataFrame, src: 
         *nulls(records), *nulls([("b", b_type)]))
     rows = rows.unionByName(explicit)
     if boundaries is not None:
-        rows = rows.unionByName(boundary_rows(boundaries, p).select("pid", "kind", "axis", *nulls(records), "b"))
+        rows = rows.unionByName(boundary_rows(boundaries, p, twins).select("pid", "kind", "axis", *nulls(records), "b"))
     if any(q["source_partition"] is None for q in pairs):
         return rows.repartition("pid")
     return rows.repartition(max(1, min(len(pairs), task_slots(spark))), "pid")
@@ -939,7 +941,7 @@ def place_pair(c: dict[str, list[Any]], max_reread: int | None) -> dict[str, Any
     axis_c = _Axis(src, c, matched, lost, counted, t_copy)
     axis_t = _Axis(tgt, c, [copied[i] and counted[i] for i in range(n)], lost, counted, t_copy)
     ordered = order_violations == 0
-    marks = sorted((c["b"][i] for i in range(n) if kind[i] == BOUNDARY and c["axis"][i] == SOURCE),
+    marks = sorted((c["b"][i] for i in range(n) if kind[i] == BOUNDARY and c["axis"][i] == SOURCE),  # one of twins
                    key=lambda b: tuple((v is not None, v) for v in b.values()))
     out["boundaries"] = [_verdict(b, axis_c.at(b["source_committed"]), axis_t.at(b["target_offset"]), ordered,
                                   max_reread) for b in marks]
@@ -1094,13 +1096,12 @@ def proof_tables(spark: SparkSession, args: argparse.Namespace, pairs: list[dict
     p = pairs_frame(spark, pairs)
     src = read_side(readers["source"], pairs, p, "source")
     tgt = read_side(readers["target"], pairs, p, "target")
-    rows = stream(spark, pairs, p, src, tgt, boundaries)
     if args.checksums_only:
-        result = judge(rows, args)
-    elif placement(spark, args) == "arrow":
-        result = placed(rows, args)
+        result = judge(stream(spark, pairs, p, src, tgt, boundaries), args)
+    elif placement(spark, args) == "arrow":  # a boundary's one row serves both its offsets
+        result = placed(stream(spark, pairs, p, src, tgt, boundaries, twins=False), args)
     else:
-        result = judge(walk(match(rows)), args)
+        result = judge(walk(match(stream(spark, pairs, p, src, tgt, boundaries))), args)
     return unpack(result, pc.collect_dicts(result), pairs)
 
 

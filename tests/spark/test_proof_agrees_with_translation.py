@@ -3,8 +3,8 @@
 Precise translation (mirrorbook.mm2.precise, in the runbook) proves where each group resumes from offset syncs and
 chains of records; the record proof (spark_apps/record_parity.py, on Spark) judges a position from every record of
 both sides, with no sync and no plan. On synthetic partitions MM2 copied as it does (tests/unit/
-test_precise_alignment.py's scenes: transactions, retention on either side, MM2 starting late or not drained, syncs
-lost or compacted away, every proof rule including the ones with no anchor below), every position translation
+test_precise_alignment.py's scenes: transactions, retention on either side, MM2 starting late, syncs lost or
+compacted away, every proof rule including the ones with no anchor below; MM2 drained), every position translation
 proves must be one the record proof judges OK — the copy of the record the group reads next, nothing re-read or
 skipped — and, where no aborted record lies between, the very offset the record proof finds. A position one past
 it must be judged as skipping: the check can fail.
@@ -40,10 +40,16 @@ SOURCE, TARGET = "s", "t"  # scene i is partition i of each
 @st.composite
 def comparable_scenes(draw) -> Scene:
     """Scenes both codes claim to handle. Translation reads the source as MM2 does (the runbook's default); MM2
-    never re-sends (a re-send is an EXTRA record to the record proof: it fails the pair, by design). Equal records
-    stay only where both logs hold the same stretch from the start: elsewhere (retention, a late start, aborted
-    records) matching by occurrence cannot tell the copies apart, and both codes state that residual."""
+    never re-sends (a re-send is an EXTRA record to the record proof: it fails the pair, by design) and has copied
+    everything, as the failover's drain gate makes sure before either runs (undrained, the next record's copy may not
+    exist yet: translation then proves no record's position, but may prove an aborted record's just before it, which
+    the record proof, never counting aborted records, cannot confirm). Equal records stay only where both logs hold
+    the same stretch from the start: elsewhere (retention, a late start, aborted records) matching by occurrence
+    cannot tell the copies apart, and both codes state that residual."""
     scene = draw(scenes(restarts=False))
+    view = scene.mm2_view()
+    if scene.sends:  # drained: the rest copied, its offset syncs not (yet) written
+        scene.sends = scene.sends + view[view.index(scene.sends[-1]) + 1:]
     scene.reader_sees_aborted = scene.copies_aborted
     whole = scene.s_low == 0 == scene.t_low and scene.sends[:1] == scene.mm2_view()[:1] and ABORTED not in scene.kinds
     if not scene.unique_content and not whole:

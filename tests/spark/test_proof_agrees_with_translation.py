@@ -106,7 +106,7 @@ def boundary(i: int, group: str, committed: int, offset: int | None) -> dict[str
             "target_topic": TARGET, "target_partition": i, "target_offset": offset, "plan_offset": offset}
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                                  HealthCheck.function_scoped_fixture])
 @given(st.lists(comparable_scenes(), min_size=SCENES_PER_JOB, max_size=SCENES_PER_JOB))
 def test_every_position_translation_proves_is_the_one_the_record_proof_finds(spark: Any, batch: list[Scene]):
@@ -179,7 +179,7 @@ def _rows(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
     return {name: sorted(json.dumps(r, sort_keys=True) for r in rows) for name, rows in tables.items()}
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                                  HealthCheck.function_scoped_fixture])
 @given(batches_with_boundaries(), st.sampled_from([None, 0, 2]))
 def test_both_placements_give_the_same_tables_on_any_copy(spark: Any, batch_and_boundaries, max_reread):

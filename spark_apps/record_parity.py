@@ -74,7 +74,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, LongType, StringType, StructField, StructType
 
 import parity_common as pc
 
@@ -260,10 +260,12 @@ def content_hash(df: DataFrame) -> DataFrame:
 
 def identified(df: DataFrame) -> DataFrame:
     """A record's columns as the proof carries them, from its `hash` and raw `key`: both readers end here, so the
-    64-bit digest and the key's preview are Spark's own expressions whichever read the records."""
+    64-bit digest and the key's preview are Spark's own expressions whichever read the records. The hash travels as
+    its 32 bytes, not 64 hex characters: it is the widest column of the shuffle that brings a pair's records
+    together; what the proof reports shows it in hex again (`hex_hash`)."""
     # The preview made valid UTF-8 (U+FFFD for a bad byte): a binary key cast to a string keeps its bytes, and a Spark
     # Connect client cannot decode a string column holding invalid UTF-8 when the differences come back to it.
-    return df.select("topic", "partition", "offset", "hash", F.xxhash64("hash").alias("h64"),
+    return df.select("topic", "partition", "offset", F.unhex("hash").alias("hash"), F.xxhash64("hash").alias("h64"),
                      F.substring(F.make_valid_utf8(F.col("key").cast("string")), 1, 80).alias("key_preview"))
 
 
@@ -660,7 +662,7 @@ def stream(spark: SparkSession, pairs: list[dict[str, Any]], p: DataFrame, src: 
     b_type = StructType([StructField(c, t, True) for c, t in
                          [(f.name, f.dataType) for f in pc.BOUNDARIES.fields if f.name in BOUNDARY_FIELDS]
                          + [("covered", BooleanType())]])
-    records = [("off", LongType()), ("hash", StringType()), ("h64", LongType()), ("key_preview", StringType()),
+    records = [("off", LongType()), ("hash", BinaryType()), ("h64", LongType()), ("key_preview", StringType()),
                ("aborted", BooleanType())]
     nulls = lambda cols: [F.lit(None).cast(t).alias(c) for c, t in cols]  # noqa: E731
     rows = src.unionByName(tgt).select("pid", "kind", F.col("kind").alias("axis"), *[c for c, _ in records],
@@ -737,6 +739,17 @@ def walk(m: DataFrame) -> DataFrame:
                                                                              < F.col("t_copy")), F.lit(False)))
 
 
+def hex_hash(h: Column) -> Column:
+    """A record's hash as the proof reports it: sha256 in lower-case hex, as `content_digest` writes it."""
+    return F.lower(F.hex(h))
+
+
+def reported(record: Column) -> Column:
+    """A nearest record (offset, hash, key preview) as reported: its hash in hex."""
+    return F.when(record.isNotNull(), F.struct(record["offset"].alias("offset"), hex_hash(record["hash"]).alias("hash"),
+                                                record["key_preview"].alias("key_preview")))
+
+
 def verdict(at_c: Column, at_t: Column, ordered: Column, max_reread: int | None) -> Column:
     """A boundary's verdict from its two rows (at C on the source, at T on the target): the group's
     position judged against the truth the records establish, never against the plan (`plan_offset` is
@@ -763,7 +776,7 @@ def verdict(at_c: Column, at_t: Column, ordered: Column, max_reread: int | None)
                     F.when(known, skip).otherwise(0).cast("long").alias("skip"),
                     at_c["lost_ge"].alias("missing_after"), F.when(t.isNotNull(), at_t["lost_ge"]).alias("extra_after"),
                     F.when(t.isNotNull(), at_c["true_offset"]).alias("true_offset"),
-                    ns.alias("next_source"), nt.alias("next_target"), b["covered"].alias("covered"),
+                    reported(ns).alias("next_source"), reported(nt).alias("next_target"), b["covered"].alias("covered"),
                     ordered.alias("ordered"), exact.alias("exact"), status.alias("status"), n.cast("long").alias("n"),
                     F.coalesce(t != b["plan_offset"], F.lit(False)).alias("differs_from_plan"), bad.alias("failed"))
 
@@ -774,7 +787,7 @@ def difference_struct() -> Column:
         return F.struct(F.lit(kind).alias("kind"), source.cast("long").alias("source_offset"),
                         target.cast("long").alias("target_offset"),
                         previous.cast("long").alias("previous_target_offset"),
-                        F.lit(kind == "ORDER").alias("order_violation"), F.col(f"{of}hash").alias("hash"),
+                        F.lit(kind == "ORDER").alias("order_violation"), hex_hash(F.col(f"{of}hash")).alias("hash"),
                         F.col(f"{of}key_preview").alias("key_preview"))
     none = F.lit(None)
     return (F.when(F.col("lost") & (F.col("kind") == SOURCE), row("MISSING", F.col("off"), none, none))
@@ -850,7 +863,14 @@ def placed(rows: DataFrame, args: argparse.Namespace) -> DataFrame:
 
 
 def _nearest(i: int | None, c: dict[str, list[Any]]) -> dict[str, Any] | None:
-    return None if i is None else {"offset": c["off"][i], "hash": c["hash"][i], "key_preview": c["key_preview"][i]}
+    if i is None:
+        return None
+    return {"offset": c["off"][i], "hash": _hex(c["hash"][i]), "key_preview": c["key_preview"][i]}
+
+
+def _hex(h: bytes | None) -> str | None:
+    """`hex_hash`, in Python."""
+    return None if h is None else h.hex()
 
 
 class _Axis:
@@ -916,13 +936,14 @@ def place_pair(c: dict[str, list[Any]], max_reread: int | None) -> dict[str, Any
             order_violations += 1
             differences.append({"kind": "ORDER", "source_offset": off[nxt], "target_offset": t_copy[nxt],
                                 "previous_target_offset": t_copy[prev], "order_violation": True,
-                                "hash": c["hash"][nxt], "key_preview": c["key_preview"][nxt]})
+                                "hash": _hex(c["hash"][nxt]), "key_preview": c["key_preview"][nxt]})
     for i in range(n):
         if lost[i]:
             missing = is_src[i]
             differences.append({"kind": "MISSING" if missing else "EXTRA", "source_offset": off[i] if missing else None,
                                 "target_offset": None if missing else off[i], "previous_target_offset": None,
-                                "order_violation": False, "hash": c["hash"][i], "key_preview": c["key_preview"][i]})
+                                "order_violation": False, "hash": _hex(c["hash"][i]),
+                                "key_preview": c["key_preview"][i]})
     # judge: each side's figures
     needed = [i for i in src if not (junk[i] and t_copy[i] is None)]
     out: dict[str, Any] = {"pid": c["pid"][0] if n else None}
@@ -941,7 +962,7 @@ def place_pair(c: dict[str, list[Any]], max_reread: int | None) -> dict[str, Any
     axis_c = _Axis(src, c, matched, lost, counted, t_copy)
     axis_t = _Axis(tgt, c, [copied[i] and counted[i] for i in range(n)], lost, counted, t_copy)
     ordered = order_violations == 0
-    marks = sorted((c["b"][i] for i in range(n) if kind[i] == BOUNDARY and c["axis"][i] == SOURCE),  # one of twins
+    marks = sorted((c["b"][i] for i in range(n) if kind[i] == BOUNDARY),  # one row each (stream's twins=False)
                    key=lambda b: tuple((v is not None, v) for v in b.values()))
     out["boundaries"] = [_verdict(b, axis_c.at(b["source_committed"]), axis_t.at(b["target_offset"]), ordered,
                                   max_reread) for b in marks]

@@ -87,8 +87,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def load_inputs(spark: SparkSession, args: argparse.Namespace,
                 io: pc.Files) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    expected = pc.read_snapshot(spark, args.expected, pc.EXPECTED, "expected", io)
-    actual = pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual", io)
+    expected = io.kept(pc.read_snapshot(spark, args.expected, pc.EXPECTED, "expected", io))
+    actual = io.kept(pc.read_snapshot(spark, args.actual, pc.ACTUAL, "actual", io))
     marks = pc.read_snapshot(spark, args.watermarks, pc.WATERMARKS, "watermarks", io) if args.watermarks else None
     if marks is not None:  # small: validated on its own; the big inputs are validated while classified
         io.check(marks, args.watermarks, pc.WATERMARKS, ["cluster", "topic", "partition"], ["low", "high"],

@@ -1136,7 +1136,7 @@ def body(args: argparse.Namespace, io: pc.Files = pc.FILES):
     def run(spark: SparkSession) -> dict[str, Any]:
         pairs = load_pairs(spark, args, io)
         readers = {side: side_reader(spark, args, side) for side in ("source", "target")}
-        boundaries = pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io) \
+        boundaries = io.kept(pc.read_snapshot(spark, args.boundaries, pc.BOUNDARIES, "boundaries", io)) \
             if args.boundaries else None
         tables = proof_tables(spark, args, pairs, readers, boundaries)
         if args.boundaries:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from mirrorbook.kafka.admin import Watermarks
 from mirrorbook.kafka.types import TP
+from typing import Any
+
+import pyarrow as pa
+
 from mirrorbook.parity import GroupBoundary
-from mirrorbook.runbooks.parity import record_ranges
-from mirrorbook.runbooks.plan import PlanRow
+from mirrorbook.parity.collector import boundaries_table
+from mirrorbook.runbooks import parity
+from mirrorbook.runbooks.plan import PlanRow, RowView
 
 
 def row(group: str, c: int, t: int, *, precise: bool = True, partition: int = 0) -> PlanRow:
@@ -15,12 +20,17 @@ def row(group: str, c: int, t: int, *, precise: bool = True, partition: int = 0)
                    precise_offset=t if precise else None, mm2_offset=t)
 
 
-def now(rows: list[PlanRow], **committed_on_target: int) -> list[GroupBoundary]:
+def record_ranges(rows: list[PlanRow], boundaries: pa.Table, *marks: Any) -> list[Any]:
+    """`parity.record_ranges` of these rows, given as the plan's position columns."""
+    return parity.record_ranges({f: [getattr(r, f) for r in rows] for f in RowView._fields}, boundaries, *marks)
+
+
+def now(rows: list[PlanRow], **committed_on_target: int) -> pa.Table:
     """The boundaries as read at proof time: as planned, unless a group's target offset is given."""
-    return [GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
+    return boundaries_table([GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
                           source_committed=r.source_offset, target_topic=r.target_topic, target_partition=r.partition,
                           target_offset=committed_on_target.get(r.group, r.offset), plan_offset=r.offset)
-            for r in rows]
+                             for r in rows])
 
 
 SRC = {TP("orders", 0): Watermarks(low=100, high=5000), TP("orders", 1): Watermarks(low=0, high=10)}

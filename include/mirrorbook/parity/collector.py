@@ -9,9 +9,10 @@ before a Spark job is started for it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Iterable, Mapping
+from typing import Annotated, Iterable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -91,16 +92,40 @@ def table(schema: pa.Schema, rows: Iterable[BaseModel | dict]) -> pa.Table:
     return pa.Table.from_pydict({n: column(n) for n in schema.names}, schema=schema)
 
 
-def expected_table(rows: Iterable[ExpectedOffset]) -> pa.Table:
-    return table(schemas.EXPECTED, rows)
+def columns_table(schema: pa.Schema, columns: Mapping[str, Sequence]) -> pa.Table:
+    """`schema`'s table from whole columns, held to the rules the row models state (ExpectedOffset,
+    GroupBoundary): a required field never null, a required name never empty, a partition or offset never
+    negative. Checked a column at a time: a model a row cost 1.3-1.6 s for a thousand groups' 149,100 rows,
+    in the task that prepares a proof (measured)."""
+    tbl = pa.Table.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
+    for f in schema:
+        col = tbl.column(f.name)
+        for broken, rule in ((pc.is_null(col) if not f.nullable else None, "is required"),
+                             (pc.equal(pc.utf8_length(col), 0) if pa.types.is_string(f.type) and not f.nullable
+                              else None, "must not be empty"),
+                             (pc.less(col, 0) if pa.types.is_integer(f.type) else None, "must be >= 0")):
+            if broken is not None and pc.any(broken).as_py():
+                row = pc.index(broken, True).as_py()
+                raise ValueError(f"{f.name} {rule}: row {row} has {col[row].as_py()!r} "
+                                 f"({pc.sum(broken).as_py()} of {len(col)} rows)")
+    return tbl
+
+
+def expected_table(rows: Iterable[ExpectedOffset] | pa.Table) -> pa.Table:
+    """A table given (`columns_table(schemas.EXPECTED, ...)`, checked already) is taken as it is."""
+    return rows if isinstance(rows, pa.Table) else table(schemas.EXPECTED, rows)
+
+
+def boundaries_table(rows: Iterable[GroupBoundary] | pa.Table) -> pa.Table:
+    return rows if isinstance(rows, pa.Table) else table(schemas.BOUNDARIES, rows)
 
 
 def actual_table(committed: Mapping[str, Mapping[str, Mapping[TP, int]]]) -> pa.Table:
     """cluster → group → partition → committed offset (the shape KafkaAdmin.committed_offsets returns per cluster)."""
-    rows = [{"cluster": c, "group": g, "topic": tp.topic, "partition": tp.partition, "committed_offset": off}
-            for c, groups in sorted(committed.items()) for g, offs in sorted(groups.items())
-            for tp, off in sorted(offs.items())]
-    return table(schemas.ACTUAL, rows)
+    rows = [(c, g, tp.topic, tp.partition, off) for c, groups in sorted(committed.items())
+            for g, offs in sorted(groups.items()) for tp, off in sorted(offs.items())]
+    columns = zip(*rows) if rows else ([] for _ in schemas.ACTUAL)
+    return pa.Table.from_pydict(dict(zip(schemas.ACTUAL.names, map(list, columns))), schema=schemas.ACTUAL)
 
 
 def watermarks_table(marks: Mapping[str, Mapping[TP, Watermarks | tuple[int, int]]]) -> pa.Table:
@@ -122,7 +147,7 @@ def write(tbl: pa.Table, path: str | Path) -> Path:
 
 
 # -- group-offset snapshots -----------------------------------------------------------------------------
-def write_group_snapshot(out_dir: str | Path, expected: Iterable[ExpectedOffset],
+def write_group_snapshot(out_dir: str | Path, expected: Iterable[ExpectedOffset] | pa.Table,
                          actual: Mapping[str, Mapping[str, Mapping[TP, int]]],
                          watermarks: Mapping[str, Mapping[TP, Watermarks | tuple[int, int]]] | None = None
                          ) -> GroupSnapshot:
@@ -183,10 +208,10 @@ def whole_topic_ranges(source_topic: str, target_topic: str, source_marks: Mappi
 
 
 def write_record_snapshot(out_dir: str | Path, ranges: Iterable[RecordRange],
-                          boundaries: Iterable[GroupBoundary] = ()) -> RecordSnapshot:
+                          boundaries: Iterable[GroupBoundary] | pa.Table = ()) -> RecordSnapshot:
     out = Path(out_dir)
-    boundaries = list(boundaries)
+    bounds = boundaries_table(boundaries if isinstance(boundaries, pa.Table) else list(boundaries))
     return RecordSnapshot(
         ranges=write(table(schemas.RANGES, ranges), out / "ranges.parquet"),
-        boundaries=write(table(schemas.BOUNDARIES, boundaries), out / "boundaries.parquet") if boundaries else None,
+        boundaries=write(bounds, out / "boundaries.parquet") if bounds.num_rows else None,
     )

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence, cast
+
+import pyarrow as pa
 
 from mirrorbook.clients import Clients
 from mirrorbook.errors import MirrorbookError
 from mirrorbook.kafka.admin import Watermarks
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.policy import ReplicationPolicy
-from mirrorbook.parity import (ExpectedOffset, GroupBoundary, GroupSnapshot, ParitySummary, RecordRange, unchanged,
+from mirrorbook.parity import (ExpectedOffset, GroupSnapshot, ParitySummary, RecordRange, schemas, unchanged,
                                write_group_snapshot)
+from mirrorbook.parity.collector import columns_table, expected_table
 from mirrorbook.core.engine import Runbook
 from mirrorbook.runbooks.files import artifacts_dir, safe_name
-from mirrorbook.runbooks.plan import PlanRow, RowView, TranslationPlan, managed_groups
+from mirrorbook.runbooks.plan import TranslationPlan, managed_groups
 from mirrorbook.topology import FlowSpec, Topology
 
 BEFORE_KEY = "parity.groups_before"
@@ -98,17 +101,20 @@ def keep_connector_offsets(rb: Runbook, flow: FlowSpec, connector: str, expected
                                     "expected": rows(expected), "actual": rows(actual)})
 
 
-def move_expectation(plan: TranslationPlan, via: FlowSpec) -> list[ExpectedOffset]:
-    return [ExpectedOffset(cluster=plan.to_cluster, group=r.group, topic=r.target_topic, partition=r.partition,
-                           expected_offset=r.offset, true_offset=r.precise_offset, source_cluster=plan.from_cluster,
-                           source_topic=r.source_topic if r.source_topic != "?" else None,
-                           source_partition=r.partition, source_committed=r.source_offset)
-            for r in plan.views()]
+def move_expectation(plan: TranslationPlan, via: FlowSpec) -> pa.Table:
+    """Each plan row's group committed on the new cluster at its planned offset, as EXPECTED's columns."""
+    c = plan.position_columns()
+    n = len(c["offset"])
+    return columns_table(schemas.EXPECTED, {
+        "cluster": [plan.to_cluster] * n, "group": c["group"], "topic": c["target_topic"], "partition": c["partition"],
+        "expected_offset": c["offset"], "true_offset": c["precise_offset"], "source_cluster": [plan.from_cluster] * n,
+        "source_topic": [None if t == "?" else t for t in c["source_topic"]], "source_partition": c["partition"],
+        "source_committed": c["source_offset"]})
 
 
-def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tuple[list[RecordRange],
-                                                                                   list[GroupBoundary]]:
-    """The moved topics' ranges to compare on both sides (see `record_ranges`), and each group's boundary.
+def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tuple[list[RecordRange], pa.Table]:
+    """The moved topics' ranges to compare on both sides (see `record_ranges`), and each group's boundary
+    (BOUNDARIES' columns).
 
     The boundary is the truth as it stands now, read from both clusters — C committed on the source, T
     committed on the target — never the plan's numbers (the plan's offset rides along, for comparison):
@@ -117,22 +123,33 @@ def move_records(clients: Clients, plan: TranslationPlan, via: FlowSpec) -> tupl
     records of failback's back-to-origin topics are compared by the original flow's own parity.
     """
     policy = ReplicationPolicy.for_flow(via)
-    moved = [(r, c) for r in plan.views() if r.source_topic != "?" and (c := r.source_offset) is not None
-             and policy.format_remote_topic(via.source, r.source_topic) == r.target_topic]
-    rows = [r for r, _ in moved]
-    groups = sorted({r.group for r in rows})
-    on_source = clients.admin(via.source).committed_offsets(groups)
-    on_target = clients.admin(via.target).committed_offsets(groups)
-    boundaries = [GroupBoundary(group=r.group, source_topic=r.source_topic, source_partition=r.partition,
-                                # a group gone from the source since the plan: its last known position
-                                source_committed=on_source.get(r.group, {}).get(TP(r.source_topic, r.partition), c),
-                                target_topic=r.target_topic, target_partition=r.partition,
-                                target_offset=on_target.get(r.group, {}).get(r.target_tp), plan_offset=r.offset)
-                  for r, c in moved]
-    src_marks = clients.admin(via.source).watermarks({TP(r.source_topic, r.partition) for r in rows})
-    dst_marks = clients.admin(via.target).watermarks({r.target_tp for r in rows})
+    every = plan.position_columns()
+    forward: dict[tuple[str, str], bool] = {}  # a few hundred topic pairs over 150,000 rows: each asked once
+    for pair in zip(every["source_topic"], every["target_topic"]):
+        if pair not in forward:
+            forward[pair] = pair[0] != "?" and policy.format_remote_topic(via.source, pair[0]) == pair[1]
+    kept = [i for i, (s, t, c) in enumerate(zip(every["source_topic"], every["target_topic"], every["source_offset"]))
+            if c is not None and forward[s, t]]
+    col = {name: [values[i] for i in kept] for name, values in every.items()}
+    groups = sorted(set(col["group"]))
+    # A TP is a tuple: a (topic, partition) finds its offset without a TP made for each row.
+    Committed = dict[str, dict[tuple[str, int], int]]
+    on_source = cast(Committed, clients.admin(via.source).committed_offsets(groups))
+    on_target = cast(Committed, clients.admin(via.target).committed_offsets(groups))
+    nothing: dict[tuple[str, int], int] = {}
+    boundaries = columns_table(schemas.BOUNDARIES, {
+        "group": col["group"], "source_topic": col["source_topic"], "source_partition": col["partition"],
+        # a group gone from the source since the plan: its last known position
+        "source_committed": [on_source.get(g, nothing).get((s, p), c) for g, s, p, c in zip(
+            col["group"], col["source_topic"], col["partition"], col["source_offset"])],
+        "target_topic": col["target_topic"], "target_partition": col["partition"],
+        "target_offset": [on_target.get(g, nothing).get((t, p)) for g, t, p in zip(
+            col["group"], col["target_topic"], col["partition"])],
+        "plan_offset": col["offset"]})
+    src_marks = clients.admin(via.source).watermarks(TP(*tp) for tp in set(zip(col["source_topic"], col["partition"])))
+    dst_marks = clients.admin(via.target).watermarks(TP(*tp) for tp in set(zip(col["target_topic"], col["partition"])))
     stable = transactional_partitions(clients, via, src_marks)
-    return record_ranges(rows, boundaries, src_marks, dst_marks, stable), boundaries
+    return record_ranges(col, boundaries, src_marks, dst_marks, stable), boundaries
 
 
 def transactional_partitions(clients: Clients, via: FlowSpec, marks: dict[TP, Watermarks]) -> dict[TP, int]:
@@ -194,9 +211,10 @@ def warm_group_snapshot(out_dir: Path, via: FlowSpec) -> GroupSnapshot:
                                 {via.target: {tp: (0, 0)}})
 
 
-def record_ranges(rows: Sequence[PlanRow | RowView], boundaries: list[GroupBoundary], src_marks: dict[TP, Watermarks],
+def record_ranges(positions: Mapping[str, Sequence[Any]], boundaries: pa.Table, src_marks: dict[TP, Watermarks],
                   dst_marks: dict[TP, Watermarks], stable: dict[TP, int] | None = None) -> list[RecordRange]:
-    """Per partition pair, from an exactly aligned point to the end on both sides.
+    """Per partition pair, from an exactly aligned point to the end on both sides. `positions`: the moved rows
+    (`TranslationPlan.position_columns`), `boundaries`: BOUNDARIES' columns, as read now.
 
     What the moved groups will read is everything from the lowest of their positions on: where every
     row of a pair is proven exact (the record at source C *is* the record at target T), both sides
@@ -205,22 +223,32 @@ def record_ranges(rows: Sequence[PlanRow | RowView], boundaries: list[GroupBound
     on either side, leaves no exact anchor: the whole retained partition is compared. The anchor only
     saves reading; a wrong one cannot pass — the records below it would show as missing or extra.
     """
-    by_pair: dict[tuple[str, str, int], list[PlanRow | RowView]] = {}
-    for r in rows:
-        by_pair.setdefault((r.source_topic, r.target_topic, r.partition), []).append(r)
-    now: dict[tuple[str, str, int], list[GroupBoundary]] = {}
-    for b in boundaries:
-        now.setdefault((b.source_topic, b.target_topic, b.source_partition), []).append(b)
+    # Per pair: its rows, those proven exact, and the lowest exact (C, T).
+    by_pair: dict[tuple[str, str, int], list[Any]] = {}
+    for s, t, p, c, o, po in zip(*(positions[n] for n in (
+            "source_topic", "target_topic", "partition", "source_offset", "offset", "precise_offset"))):
+        pair = by_pair.get((s, t, p))
+        if pair is None:
+            pair = by_pair[s, t, p] = [0, 0, None]
+        pair[0] += 1
+        if po is not None and o == po and c is not None:
+            pair[1] += 1
+            pair[2] = (c, o) if pair[2] is None else min(pair[2], (c, o))
+    # The lowest positions read now, per pair: the group committed lowest on each side.
+    lowest_c: dict[tuple[str, str, int], int] = {}
+    lowest_t: dict[tuple[str, str, int], int] = {}
+    for s, t, p, c, o in zip(*(boundaries.column(n).to_pylist() for n in (
+            "source_topic", "target_topic", "source_partition", "source_committed", "target_offset"))):
+        lowest_c[s, t, p] = min(c, lowest_c.get((s, t, p), c))
+        if o is not None:
+            lowest_t[s, t, p] = min(o, lowest_t.get((s, t, p), o))
     ranges = []
-    for (s, t, p), pair_rows in sorted(by_pair.items()):
+    for (s, t, p), (n, exact, anchor) in sorted(by_pair.items()):
         src, dst = src_marks[TP(s, p)], dst_marks[TP(t, p)]
         start_s, start_t = src.low, dst.low
-        exact = [(r.source_offset, r.offset) for r in pair_rows
-                 if r.precise_offset is not None and r.offset == r.precise_offset and r.source_offset is not None]
-        if len(exact) == len(pair_rows):
-            anchor_s, anchor_t = min(exact)
-            below = [b for b in now.get((s, t, p), []) if b.source_committed < anchor_s
-                     or (b.target_offset is not None and b.target_offset < anchor_t)]
+        if exact == n:
+            anchor_s, anchor_t = anchor
+            below = lowest_c.get((s, t, p), anchor_s) < anchor_s or lowest_t.get((s, t, p), anchor_t) < anchor_t
             if anchor_s >= src.low and anchor_t >= dst.low and not below:
                 start_s, start_t = anchor_s, anchor_t
         ranges.append(RecordRange(source_topic=s, source_partition=p, target_topic=t, target_partition=p,
@@ -229,17 +257,19 @@ def record_ranges(rows: Sequence[PlanRow | RowView], boundaries: list[GroupBound
     return ranges
 
 
-def group_snapshot(clients: Clients, out_dir: Path, expected: list[ExpectedOffset],
+def group_snapshot(clients: Clients, out_dir: Path, expected: list[ExpectedOffset] | pa.Table,
                    extra_actual: dict[str, dict[str, dict[TP, int]]] | None = None) -> GroupSnapshot:
     """Committed offsets and watermarks, read now from the Kafka clusters the expectation names;
     `extra_actual` adds rows that are not consumer groups (a connector's offsets, as read back)."""
+    expected = expected_table(expected)
     groups: dict[str, set[str]] = {}
-    tps: dict[str, set[TP]] = {}
-    for e in expected:
-        if e.cluster in (extra_actual or {}):
+    tps: dict[str, set[tuple[str, int]]] = {}  # a TP is a tuple: a TP each is made for the distinct ones only
+    for cluster, group, topic, partition in zip(*(expected.column(n).to_pylist() for n in (
+            "cluster", "group", "topic", "partition"))):
+        if cluster in (extra_actual or {}):
             continue
-        groups.setdefault(e.cluster, set()).add(e.group)
-        tps.setdefault(e.cluster, set()).add(TP(e.topic, e.partition))
+        groups.setdefault(cluster, set()).add(group)
+        tps.setdefault(cluster, set()).add((topic, partition))
     actual: dict[str, dict[str, dict[TP, int]]] = {}
     marks = {}
     for cluster, gs in groups.items():
@@ -248,7 +278,7 @@ def group_snapshot(clients: Clients, out_dir: Path, expected: list[ExpectedOffse
         for offs in actual[cluster].values():
             tps[cluster].update(offs)
         existing = admin.topics(include_internal=True)
-        marks[cluster] = admin.watermarks(sorted(tp for tp in tps[cluster] if tp.topic in existing))
+        marks[cluster] = admin.watermarks(sorted(TP(*tp) for tp in tps[cluster] if tp[0] in existing))
     return write_group_snapshot(out_dir, expected, {**actual, **(extra_actual or {})}, marks)
 
 

@@ -132,11 +132,14 @@ class TranslationPlan(BaseModel):
 
     def views(self) -> list[RowView]:
         """Every row's positions, read from the columns (see RowView)."""
+        return [RowView(*row) for row in zip(*self.position_columns().values())]
+
+    def position_columns(self) -> dict[str, list[Any]]:
+        """RowView's fields column by column, each text as itself: what a proof's snapshot is made of, without a
+        tuple a row. (Shared with the plan: read, never change them.)"""
         cols = self.columns()
         texts, c = cols["texts"], cols["columns"]
-        return [RowView(texts[g], texts[s], texts[t], p, so, o, po) for g, s, t, p, so, o, po in zip(
-            c["group"], c["source_topic"], c["target_topic"], c["partition"], c["source_offset"], c["offset"],
-            c["precise_offset"])]
+        return {name: [texts[i] for i in c[name]] if name in _TEXT_COLUMNS else c[name] for name in RowView._fields}
 
     def row_count(self) -> int:
         return len(self.columns()["columns"]["offset"])

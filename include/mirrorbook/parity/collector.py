@@ -210,7 +210,7 @@ def whole_topic_ranges(source_topic: str, target_topic: str, source_marks: Mappi
 def write_record_snapshot(out_dir: str | Path, ranges: Iterable[RecordRange],
                           boundaries: Iterable[GroupBoundary] | pa.Table = ()) -> RecordSnapshot:
     out = Path(out_dir)
-    bounds = boundaries_table(boundaries if isinstance(boundaries, pa.Table) else list(boundaries))
+    bounds = boundaries_table(boundaries)
     return RecordSnapshot(
         ranges=write(table(schemas.RANGES, ranges), out / "ranges.parquet"),
         boundaries=write(bounds, out / "boundaries.parquet") if bounds.num_rows else None,

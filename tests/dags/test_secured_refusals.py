@@ -9,6 +9,7 @@ and what is wrong or the fix — never an empty answer, a timeout or a retry —
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -58,16 +59,23 @@ def _use(monkeypatch: pytest.MonkeyPatch, conn_id: str, spec: dict[str, Any]) ->
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(spec))
 
 
-def _connectors(stack: DevStack) -> dict[str, tuple[str, bool]]:
+def _connectors(stack: DevStack, settle_s: float = 60.0) -> dict[str, tuple[str, bool]]:
     """Each A->B connector's state, and whether all its tasks run (how many MM2 gives the checkpoint connector
-    is MM2's own business: it starts one once a group qualifies)."""
+    is MM2's own business: it starts one once a group qualifies). A RUNNING connector whose tasks are being
+    reassigned is read again, up to `settle_s`: the test's own new topic and group make MM2 reconfigure its
+    tasks at a moment of its choosing, which no refused run caused. A stopped or paused connector is read as
+    it is: that is the change a refused run must never make."""
     state = stack.require()
+    deadline = time.monotonic() + settle_s
     with ConnectClient(state.connect_settings("B")) as c:
-        out = {}
-        for name in state.flows()[0].connectors.model_dump().values():
-            st = c.status(name)
-            out[name] = (st.connector.state, all(t.state == "RUNNING" for t in st.tasks))
-        return out
+        while True:
+            out = {}
+            for name in state.flows()[0].connectors.model_dump().values():
+                st = c.status(name)
+                out[name] = (st.connector.state, all(t.state == "RUNNING" for t in st.tasks))
+            if all(s != "RUNNING" or tasks_run for s, tasks_run in out.values()) or time.monotonic() > deadline:
+                return out
+            time.sleep(1)
 
 
 def _kafka_b(stack: DevStack, tag: str) -> dict[str, Any]:

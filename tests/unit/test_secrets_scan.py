@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.secrets_scan import scan_files
 
@@ -64,3 +66,37 @@ def test_lines_are_checked_in_chunks_yet_each_hit_names_its_own_line(tmp_path: P
     in_dump = [n for n, line in enumerate(dump, 1) if "s3cr3t-Pa55" in line]
     assert len(in_dump) == len(where)
     assert sorted(h for h in hits if "big.db" in h) == sorted(f"{tmp_path / 'big.db'}:{n}: password" for n in in_dump)
+
+
+def test_holes_in_a_sparse_file_are_not_read_yet_a_secret_after_them_is_found_on_its_line(tmp_path: Path) -> None:
+    """Kafka's preallocated indexes are sparse: their holes are zeros, never read; what is written around them is
+    read, its lines keep their numbers, and a secret cut in two by a hole is no secret."""
+    from tests.secrets_scan import _read
+
+    path = tmp_path / "00000000000000000000.index"
+    with path.open("wb") as f:
+        f.write(b"first\ns3cr3t-")  # the start of the secret, then 64 MB never written, then its end
+        f.seek(64 << 20)
+        f.write(b"Pa55\nsecond\nkey s3cr3t-Pa55\n")
+        f.truncate(128 << 20)
+    read = _read(path)
+    assert len(read) < 1 << 20  # the holes were not read
+    assert read.count(b"\n") == path.read_bytes().count(b"\n") == 4
+    hits, files = scan_files([tmp_path], SECRETS)
+    assert (hits, files) == ([f"{path}:4: password"], 1)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(st.integers(0, 3 << 20), st.binary(min_size=1, max_size=64)), max_size=8),
+       needle=st.binary(min_size=1, max_size=6).filter(lambda b: b"\0" not in b))
+def test_a_needle_is_in_the_read_bytes_iff_it_is_in_the_file(tmp_path: Path, writes, needle: bytes) -> None:
+    from tests.secrets_scan import _read
+
+    path = tmp_path / "sparse"
+    with path.open("wb") as f:
+        for at, data in writes:
+            f.seek(at)
+            f.write(data)
+    whole = path.read_bytes()
+    assert (needle in _read(path)) == (needle in whole)
+    assert _read(path).count(b"\n") == whole.count(b"\n")

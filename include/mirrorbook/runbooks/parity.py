@@ -101,7 +101,7 @@ def keep_connector_offsets(rb: Runbook, flow: FlowSpec, connector: str, expected
                                     "expected": rows(expected), "actual": rows(actual)})
 
 
-def move_expectation(plan: TranslationPlan, via: FlowSpec) -> pa.Table:
+def move_expectation(plan: TranslationPlan) -> pa.Table:
     """Each plan row's group committed on the new cluster at its planned offset, as EXPECTED's columns."""
     c = plan.position_columns()
     n = len(c["offset"])

@@ -237,13 +237,12 @@ class ParitySparkSubmitOperator(MirrorbookBaseOperator):
             return group_parity_job(parity.group_snapshot(clients, out / "snapshot", expected, extra), out,
                                     master=master)
         plan = load_plan(rb, rows=False)
-        via = move_for(params, hook.topology).via
         if self.app == "group_parity":
             # What the plan wrote is no proof of where a group should be: this job only checks that it is
             # still committed as written; the record proof establishes the truth from both clusters.
-            return group_parity_job(parity.group_snapshot(clients, out / "snapshot",
-                                                          parity.move_expectation(plan, via)), out, as_written=True,
-                                    master=master)
+            return group_parity_job(parity.group_snapshot(clients, out / "snapshot", parity.move_expectation(plan)),
+                                    out, as_written=True, master=master)
+        via = move_for(params, hook.topology).via
         ranges, boundaries = parity.move_records(clients, plan, via)
         return record_job(clients, via, out, ranges, boundaries, master=master)
 

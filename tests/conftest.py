@@ -70,6 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             names.add("services")
         for name in sorted(names - {m.name for m in item.iter_markers()}):
             item.add_marker(getattr(pytest.mark, name))
+    # A test that ends the session's stack runs after every other (a stable sort: the rest keep their order).
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 
 INSTALL: dict[str, "Background"] = {}

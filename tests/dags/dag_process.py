@@ -10,14 +10,15 @@ import json
 import sys
 
 from tests.conftest import REPO
-from tests.dags.conftest import full_conf
+from tests.dags.conftest import full_conf, paced_dag_test
 
 
 def main(dag_id: str, conf: str) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder=str(REPO / "dags")).get_dag(dag_id)
-    dag.test(run_conf=full_conf(dag, json.loads(conf)))
+    with paced_dag_test():
+        dag.test(run_conf=full_conf(dag, json.loads(conf)))
 
 
 if __name__ == "__main__":

@@ -192,10 +192,11 @@ IDLE_POLL_S = 0.05
 @contextmanager
 def paced_dag_test() -> Iterator[None]:
     """dag.test()'s own loop sleeps a whole second each time it finds nothing to run: once for every layer of tasks a
-    failure marks upstream_failed, one layer a pass (a failover that fails at its precheck: ten seconds of nothing,
-    and the suite has a hundred failing runs), and while a Human-in-the-loop task waits for its answer. Meanwhile
-    those two sleeps of dag.test() itself — told by their caller's code, Airflow's `test` — poll every 50 ms instead;
-    every other sleep (a task's, a retry's) is left as it is."""
+    failure marks upstream_failed, one layer a pass (a failover that fails at its precheck: ten seconds of nothing;
+    the suite's forty-odd failing runs waited four minutes so). Meanwhile that sleep of dag.test() — told by its caller's code,
+    Airflow's `test`, with no task awaiting a human — polls every 50 ms instead. Its wait for a Human-in-the-loop
+    answer keeps its second (the answer is written to the same SQLite database from elsewhere: a faster poll would
+    only contend with it), and every other sleep (a task's, a retry's) is left as it is."""
     import time
 
     from airflow.sdk.definitions.dag import DAG
@@ -203,7 +204,9 @@ def paced_dag_test() -> Iterator[None]:
     loop, real = DAG.test.__code__, time.sleep
 
     def sleep(seconds: float) -> None:
-        real(IDLE_POLL_S if seconds == 1 and sys._getframe(1).f_code is loop else seconds)
+        caller = sys._getframe(1)
+        idle = seconds == 1 and caller.f_code is loop and not caller.f_locals.get("awaiting_input_tis")
+        real(IDLE_POLL_S if idle else seconds)
 
     time.sleep = sleep
     try:

@@ -193,10 +193,10 @@ IDLE_POLL_S = 0.05
 def paced_dag_test() -> Iterator[None]:
     """dag.test()'s own loop sleeps a whole second each time it finds nothing to run: once for every layer of tasks a
     failure marks upstream_failed, one layer a pass (a failover that fails at its precheck: ten seconds of nothing;
-    the suite's forty-odd failing runs waited four minutes so). Meanwhile that sleep of dag.test() — told by its caller's code,
-    Airflow's `test`, with no task awaiting a human — polls every 50 ms instead. Its wait for a Human-in-the-loop
-    answer keeps its second (the answer is written to the same SQLite database from elsewhere: a faster poll would
-    only contend with it), and every other sleep (a task's, a retry's) is left as it is."""
+    the suite's forty-odd failing runs waited four minutes so). Meanwhile that sleep of dag.test() — told by its
+    caller's code, Airflow's `test`, with no task awaiting a human — polls every 50 ms instead. Its wait for a
+    Human-in-the-loop answer keeps its second (the answer is written to the same SQLite database from elsewhere: a
+    faster poll would only contend with it), and every other sleep (a task's, a retry's) is left as it is."""
     import time
 
     from airflow.sdk.definitions.dag import DAG

@@ -178,8 +178,8 @@ def on_the_cluster(request: pytest.FixtureRequest) -> Callable[[], dict[str, int
         ran = eventually(lambda: spark_tasks_since(server.ui, since), timeout=30, what="the job's tasks")
         assert "driver" not in ran, ran
         jvms = spark_executor_pids(server.ui)
-        # The server's and workers' pids as the stack records them now: test_devstack_spark's `down` and `up` (run
-        # before this module) restarted them on the same ports since the session's fixture noted theirs.
+        # The server's and workers' pids as the stack records them now, not as the session's fixture noted them: a
+        # reused run dir's stack may have been restarted since.
         live = devstack.require().spark
         assert live is not None and live.process is not None
         workers = {n.name: n.process.pid for n in live.workers if n.process}

@@ -36,6 +36,9 @@ log = get_logger(__name__)
 # Group states in which nobody consumes: offsets may be written (Kafka's own rule for resets).
 INACTIVE_STATES = {"EMPTY", "DEAD", "UNKNOWN_ABSENT"}
 _MEMBERLESS = {"EMPTY", "DEAD"}  # states a group has only without members
+# States of a group that holds no committed offsets: absent, or Dead (the coordinator moves a group to Dead as it
+# removes its offsets — all expired, or the group deleted — and an older broker describes an unknown group so).
+NO_OFFSETS = frozenset({"DEAD", "UNKNOWN_ABSENT"})
 _TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_AVAILABLE", "NOT_COORDINATOR",
               "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "_TIMED_OUT",
               # right after a broker restart its metadata can trail the client's (Kafka: retriable)

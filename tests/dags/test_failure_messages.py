@@ -14,6 +14,7 @@ import json
 import os
 import re
 from typing import Any, Callable
+from urllib.parse import quote
 
 import pytest
 
@@ -102,8 +103,14 @@ def test_a_failover_whose_stop_fails_says_the_offsets_are_written_while_the_flow
         run = run_dag("mm2_failover", conf)
     assert run.state == "failed" and run.task_states()["stop_flow"] == "failed"
     assert admin_b.committed_offsets([group])[group]  # written on B ...
-    # The stops were requested side by side: the storm on the checkpoint's held back neither of the others.
+    # The source's stop came first (the cutover waits for it), the others' side by side: the storm on the
+    # checkpoint's held back neither, and the flow never counted as stopped (no RTO below).
     assert states(connect_b_url, flow) == {"source": "STOPPED", "checkpoint": "RUNNING", "heartbeat": "STOPPED"}
+    source = re.escape(quote(flow.connector("source"), safe=""))
+    [first] = proxy.calls("PUT", f"/connectors/{source}/stop$")
+    then = [c.arrived for c in proxy.calls("PUT", "/stop$") if c is not first]
+    awaited = [c.arrived for c in proxy.calls("GET", f"/connectors/{source}/status$") if c.arrived > first.arrived]
+    assert then and awaited and min(then) > min(awaited), "the others were asked before the source's stop was awaited"
     text = errors["stop_flow"]
     assert text.startswith(f"Connect cluster B ({proxy.url}): PUT stop of connector {flow.connector('checkpoint')} "
                            "gave up after ")

@@ -16,7 +16,7 @@ dependency runs one way: runbooks -> replication -> connect / mm2 / kafka; nothi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -78,12 +78,17 @@ class ReplicationBackend(Protocol):
     async def adescribe_parts(self) -> "dict[str, ConnectorView | None]":
         """Each part's configuration and status as the backend holds them, unmasked (the caller masks)."""
 
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The flow's parts by name, in the order a stop takes them."""
+
     def in_state(self, target: FlowTarget, *, parts: str = "all") -> bool:
         """Whether the flow (or the named part) shows `target` now — a sensor's poke."""
 
-    def set_state(self, rb: "Runbook", target: FlowTarget, *, parts: str = "all", wait: bool = True,
+    def set_state(self, rb: "Runbook", target: FlowTarget, *, parts: str | Sequence[str] = "all", wait: bool = True,
                   timeout_s: float = 120.0) -> list["StepOutcome"]:
-        """Move the flow (or the named part) to `target`; act only where it is not there yet; wait for it."""
+        """Move the flow (or the named part, or the parts named) to `target`; act only where it is not there yet;
+        wait for it."""
 
     def wait_state(self, target: FlowTarget, *, parts: str = "all", timeout_s: float = 120.0) -> dict[str, str]:
         """Wait (no change made) until the flow or the named part shows `target`; its state per part."""

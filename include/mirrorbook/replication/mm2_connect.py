@@ -10,7 +10,7 @@ mapping is MM2's checkpoints and offset-syncs, and its own offsets are the conne
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from mirrorbook.booleans import parse_bool
 from mirrorbook.clients import Clients
@@ -22,7 +22,7 @@ from mirrorbook.mm2.flows import FlowStatus
 from mirrorbook.replication.mm2_connect_status import async_all_flow_status, async_flow_status, flow_status
 from mirrorbook.replication.backend import FlowTarget, OffsetMapping, OffsetsAction, ReadBack
 from mirrorbook.replication.mm2_connect_offsets import change_offsets
-from mirrorbook.replication.mm2_connect_states import parts_status, roles_for, set_flow_state
+from mirrorbook.replication.mm2_connect_states import ORDER_DOWN, parts_status, roles_for, set_flow_state
 from mirrorbook.topology import FlowSpec
 
 if TYPE_CHECKING:
@@ -65,7 +65,11 @@ class Mm2ConnectBackend:
         with self.clients.connect(self.flow) as client:
             return all(reached(client.status(self.flow.connector(role)), target) for role in roles_for(parts, target))
 
-    def set_state(self, rb: "Runbook", target: FlowTarget, *, parts: str = "all", wait: bool = True,
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return ORDER_DOWN
+
+    def set_state(self, rb: "Runbook", target: FlowTarget, *, parts: str | Sequence[str] = "all", wait: bool = True,
                   timeout_s: float = 120.0) -> list["StepOutcome"]:
         with self.clients.connect(self.flow) as client:
             return set_flow_state(rb, client, self.flow, parts, target, wait=wait, timeout_s=timeout_s)

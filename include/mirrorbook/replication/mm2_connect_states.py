@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mirrorbook.connect.client import Call, ConnectClient, Endpoints
 from mirrorbook.connect.errors import ConnectorNotFound
@@ -92,14 +92,16 @@ def set_connector_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, ro
     return step.outcome
 
 
-def roles_for(selection: str, target: str) -> list[str]:
-    """`all` or one role, in the order that keeps replication consistent for the target state."""
+def roles_for(selection: str | Sequence[str], target: str) -> list[str]:
+    """`all`, one role, or the roles named, in the order that keeps replication consistent for the target state."""
     order = ORDER_UP if target == "RUNNING" else ORDER_DOWN
-    return list(order) if selection == "all" else [selection]
+    if isinstance(selection, str):
+        return list(order) if selection == "all" else [selection]
+    return [r for r in order if r in selection]
 
 
-def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str, target: FlowTarget, *,
-                   wait: bool = True, timeout_s: float = 120.0) -> list["StepOutcome"]:
+def set_flow_state(rb: "Runbook", client: ConnectClient, flow: FlowSpec, selection: str | Sequence[str],
+                   target: FlowTarget, *, wait: bool = True, timeout_s: float = 120.0) -> list["StepOutcome"]:
     """Each selected part toward `target`, one after the other in `roles_for`'s order (a call that fails leaves the
     parts after it as they were) — except stops not waited for, which are requested side by side (`_stop_at_once`).
     """

@@ -44,7 +44,7 @@ from tests.helpers import wait_mirrored
 RUNBOOK_DAGS = ["mm2_failover", "mm2_failback", "mm2_pause_resume", "mm2_offsets", "dr_drill"]
 GROUP_POSITIONS = ["end", "end-7", "begin", "37"]
 # Every flow's RTO objective: a failover misses it waiting at a gate (test_approval_api holds a group active on A).
-E2E_RTO_SLO_S = 30
+E2E_RTO_SLO_S = 20
 # A secret the ops flow carries in its source connector's config (an SSL key password the admin client ignores
 # without a keystore), so the tests can prove the API and the page never show it; its Kafka connection carries
 # the stack's real SCRAM password, which the secret scan looks for everywhere (test_secrets_nowhere.py).

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -27,6 +29,7 @@ from mirrorbook.devstack.workload import GroupSpec, load
 from mirrorbook.kafka.admin import KafkaAdmin
 from mirrorbook.kafka.types import TP
 from tests import docs
+from tests.conftest import ensure_replicating
 from tests.dags.conftest import connection_env
 from tests.helpers import next_seqs_as_group, wait_mirrored
 from tests.install import Installed
@@ -59,11 +62,37 @@ class DagsTest:
 
     def __call__(self, dag_id: str, conf: dict[str, Any], **env: str) -> str:
         """Runs the DAG; returns its run id once `airflow dags test` exited 0 with the run successful."""
-        done = self._run([self.installed.bin("airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)],
-                         env={**self.env, **env})
-        [(dag, run_id, state)] = RUN_ID.findall(done.stdout + done.stderr)
-        assert (dag, state) == (dag_id, "success"), done.stdout[-4000:]
+        return self.finish(self.start(dag_id, conf, self.home, **env))
+
+    def start(self, dag_id: str, conf: dict[str, Any], home: Path, **env: str) -> Try:
+        """`airflow dags test` begun, not waited for, in `home`: this one, or a new one holding a copy of this one's
+        migrated database — Airflow's SQLite takes one writer at a time, so runs side by side each need their own.
+        Its output goes to a file (a pipe no one reads yet would stop it once full)."""
+        if home != self.home:
+            home.mkdir()
+            shutil.copy2(self.home / "airflow.db", home / "airflow.db")
+        log = home / f"dags-test-{dag_id}.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen([self.installed.bin("airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)],
+                                    cwd=home, env={**self.env, **env, "AIRFLOW_HOME": str(home)}, text=True,
+                                    stdout=out, stderr=subprocess.STDOUT)
+        return Try(dag_id, proc, log)
+
+    def finish(self, begun: Try, timeout: float = 600) -> str:
+        """The run id of a `start`ed try once it exited 0 with the run successful."""
+        begun.proc.wait(timeout=timeout)
+        out = begun.log.read_text()
+        assert begun.proc.returncode == 0, f"{begun.proc.args} exited {begun.proc.returncode}:\n{out[-8000:]}"
+        [(dag, run_id, state)] = RUN_ID.findall(out)
+        assert (dag, state) == (begun.dag_id, "success"), out[-4000:]
         return run_id
+
+
+@dataclass(frozen=True)
+class Try:
+    dag_id: str
+    proc: subprocess.Popen[str]
+    log: Path
 
 
 @pytest.fixture(scope="module")
@@ -102,17 +131,33 @@ def _dag_ids() -> tuple[str, ...]:
 
 # mm2_failover is tried as installed for real below (with both proofs, by either engine); its dry run changes
 # nothing in tests/dags/test_failover.py.
-@pytest.mark.parametrize(("dag_id", "conf"), [
-    ("mm2_failback", {"flow": "A->B", "dry_run": True}),
-    ("mm2_pause_resume", {"flow": "A->B", "action": "pause", "dry_run": True}),
-    ("mm2_offsets", {"flow": "A->B", "connector": "source", "action": "reset", "stop_first": True, "dry_run": True}),
-    ("mm2_health_check", {}),
-])
-def test_each_runbook_tries_as_shipped(dags_test: DagsTest, secured: DevStack, dag_id: str,
-                                      conf: dict[str, Any]) -> None:
+TRIES: dict[str, dict[str, Any]] = {
+    "mm2_failback": {"flow": "A->B", "dry_run": True},
+    "mm2_pause_resume": {"flow": "A->B", "action": "pause", "dry_run": True},
+    "mm2_offsets": {"flow": "A->B", "connector": "source", "action": "reset", "stop_first": True, "dry_run": True},
+    "mm2_health_check": {},
+}
+
+
+@pytest.fixture(scope="module")
+def tries(dags_test: DagsTest, secure_devstack: DevStack) -> Iterator[dict[str, Try]]:
+    """Every try of TRIES begun at once on the secured stack replicating both ways, each in an Airflow home of its
+    own: none changes what another reads (the dry runs lock no flow and change nothing, the health check judges the
+    flows), and an Airflow CLI's start-up is mostly one core's work."""
+    ensure_replicating(secure_devstack)
+    started = {dag: dags_test.start(dag, conf, dags_test.home / f"try-{dag}") for dag, conf in TRIES.items()}
+    yield started
+    for begun in started.values():  # a test that failed before its own try ended leaves nothing running
+        if begun.proc.poll() is None:
+            begun.proc.kill()
+        begun.proc.wait()
+
+
+@pytest.mark.parametrize("dag_id", list(TRIES))
+def test_each_runbook_tries_as_shipped(dags_test: DagsTest, tries: dict[str, Try], dag_id: str) -> None:
     """Airflow's own way to try a DAG, as a new user would: it exits 0, its run succeeds, and a dry run changes
     nothing."""
-    run_id = dags_test(dag_id, conf)
+    run_id = dags_test.finish(tries[dag_id])
     events = dags_test.audit.events(run_id=run_id)
     assert events, f"{dag_id} {run_id} recorded nothing"
     assert dags_test.audit.count_mutating(run_id) == 0

@@ -525,8 +525,10 @@ def scene_stack(args: argparse.Namespace, groups: int) -> Iterator[tuple[Path, A
     # 10,000 groups hold 1.49 M committed offsets in a group coordinator (and MM2's checkpoint task): the
     # devstack's 320 MB broker heap ran out committing them. At 1,000 groups the devstack's 384 MB Connect heap
     # holds, but only in back-to-back full collections (240 in 7 minutes, a core's worth): MM2 sized as for
-    # its groups, as a deployment sizes it. A kept stack made smaller is restarted larger.
-    broker, connect = (320, 1024) if groups <= 1000 else (2048, 2048)
+    # its groups, as a deployment sizes it. A kept stack made smaller is restarted larger. At 10,000 groups a 2 GB
+    # Connect ran out of heap as the checkpoint connector started again after a failover (2026-11-28: its task
+    # loads every group's checkpoints).
+    broker, connect = (320, 1024) if groups <= 1000 else (2048, 4096)
     made = stack.load()
     if made is not None and (made.settings.broker_heap_mb < broker or made.settings.connect_heap_mb < connect):
         stack.down()

@@ -22,8 +22,16 @@ server that already answered the runbook's warm-up query has paid its first-quer
                                                   which the app no longer uses: what that wait cost
   RESULT record_proof_s=...                       the first reader's figure, under its old name
 
+With --workers N,M (e.g. 1,2), the same scene's proof on the Connect server again, the server now running on a
+Spark standalone cluster of the stack's own (`devstack up --spark-workers N`: a master, N workers, an executor on
+each, all separate JVMs), after the figures above (local[*]), one cluster size after another:
+  RESULT record_proof_workers_N_READER_s=...      the proof on the server over an N-worker cluster
+  RESULT record_proof_workers_N_READER_vs_local=...x  that, over the same proof on local[*]
+On this benchmark's 2-core machine every worker shares the same two cores: the figures show what the cluster's
+own costs are (executors in other JVMs, their results sent over the network), not what more machines would buy.
+
 Run: .venv/bin/python benchmarks/record_proof.py [--records-per-partition 6000] [--repeat 3]
-     [--readers batched,kafka-source]
+     [--readers batched,kafka-source] [--workers 1,2]
 """
 
 from __future__ import annotations
@@ -98,8 +106,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each way (the median is reported)")
     ap.add_argument("--readers", default="batched,kafka-source",
                     help="the app's readers to measure side by side, comma-separated (default: both)")
+    ap.add_argument("--workers", default="",
+                    help="Spark standalone cluster sizes to measure the Connect proof on as well, e.g. 1,2 (at most 4)")
     args = ap.parse_args()
     readers = [r.strip() for r in args.readers.split(",") if r.strip()]
+    workers = [int(n) for n in args.workers.split(",") if n.strip()]
 
     from tests.helpers import wait_mirrored
 
@@ -170,6 +181,25 @@ def main() -> int:
             assert unmatched == 0 and matched == report.produced, (matched, unmatched)
             runs["single"].append(s)
             print(f"run {i + 1}: single process {s:.2f}s")
+        for n in workers:
+            # The server's cluster is sized at `up` only (a running one is refused a new size): down, keeping
+            # Kafka's data and the scene, and up on the new cluster.
+            connect.close()
+            t = time.monotonic()
+            stack.down()
+            stack.up(overrides={"spark": True, "spark_workers": n})
+            url = stack.require().spark.url
+            print(f"the stack again, the server on a standalone cluster of {n} worker(s): {time.monotonic() - t:.1f}s")
+            for reader in readers:
+                warm, first = timed(lambda: connect.run(job(400 + n, reader), url))
+                print(f"{reader}: Connect on {n} worker(s), first run (warm-up): {warm:.2f}s, {first.status}")
+                key = f"workers_{n}:{reader}"
+                runs[key] = []
+                for i in range(args.repeat):
+                    s, summary = timed(lambda: connect.run(job(500 + 10 * n + i, reader), url))
+                    passed(summary)
+                    runs[key].append(s)
+                    print(f"run {i + 1} {reader}: connect on {n} worker(s) {s:.2f}s")
         connect.close()
         med = {k: statistics.median(v) for k, v in runs.items()}
         print(f"(median of {args.repeat}; {report.produced} records per side, {len(pairs)} partition pairs)")
@@ -180,6 +210,10 @@ def main() -> int:
             print(f"RESULT record_proof_{name}_vs_single_process={med[f'connect:{reader}'] / med['single']:.2f}x")
             print(f"RESULT record_proof_mid_batch_{name}_s={med[f'mid:{reader}']:.2f} s")
             print(f"RESULT record_proof_mid_batch_broker_wait_{name}_s={med[f'mid_wait:{reader}']:.2f} s")
+            for n in workers:
+                print(f"RESULT record_proof_workers_{n}_{name}_s={med[f'workers_{n}:{reader}']:.2f} s")
+                print(f"RESULT record_proof_workers_{n}_{name}_vs_local="
+                      f"{med[f'workers_{n}:{reader}'] / med[f'connect:{reader}']:.2f}x")
         print(f"RESULT single_process_s={med['single']:.2f} s")
         print(f"RESULT record_proof_s={med[f'connect:{readers[0]}']:.2f} s")
         return 0

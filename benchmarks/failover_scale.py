@@ -23,6 +23,9 @@ the first N groups (a regex per size). MM2 replicates the records and checkpoint
   LocalExecutor, REST-triggered, set up as README recommends: benchmarks/failover_rto.py's helpers), after a health
   check pass on its audit store: failover_rto_s_scheduler_g<N>; with `--proofs connect` too, once more with the
   proofs on the warm Spark Connect server: failover_rto_s_scheduler_proofs_g<N>, proof_rto_ratio_scheduler_g<N>.
+- with `--seed-faults` (and `--proofs connect`), after the failover with proofs at each size, before the scene's
+  reset: every fault the proofs catch seeded into that scene and both proofs run again over all of it
+  (benchmarks/seeded_faults.py): each fault must be caught and named, and nothing else may fail.
 
 `--baseline REF` runs every measurement with REF's code too (`git archive REF include dags spark_apps` into a dir,
 first on the child's PYTHONPATH), right before ours, on the same stack under the same load: the ratios
@@ -31,13 +34,15 @@ baseline/ours are meaningful on a loaded machine even when the absolute figures 
 Figures (ours): failover_rto_s_g<N> (precise, proofs off, after a health check), failover_rto_s_fresh_g<N>,
 failover_rto_s_mm2_g<N>, failover_rto_s_proofs_g<N>, failover_rto_s_scheduler_g<N>, proof_rto_ratio_g<N>,
 proof_rto_ratio_scheduler_g<N>, failover_growth_<max>_over_<min>,
-precise_exact_share_g<N> (the share of group-partitions the precise plan places exactly), health_check_s_g<N>
+precise_exact_share_g<N> (the share of group-partitions the precise plan places exactly), seeded_faults_caught_g<N>,
+seeded_faults_missed_g<N> and seeded_faults_unseeded_failures_g<N> (with --seed-faults), health_check_s_g<N>
 (steady state), health_check_first_s_g<N>, health_check_requests_g<N>, translate_precise_s_g<N> (the translate step's
 own time), task_peak_rss_mb_g<N>. With a baseline, *_base_* beside them. `--profile DIR` writes a pyinstrument
 profile (HTML) of each failover child there.
 
 Run: .venv/bin/python benchmarks/failover_scale.py [--sizes 100,300,1000,10000] [--proofs off,connect]
-     [--translations precise,mm2] [--fresh] [--scheduler] [--baseline main] [--records 500] [--stack-dir DIR]
+     [--translations precise,mm2] [--fresh] [--scheduler] [--seed-faults] [--baseline main] [--records 500]
+     [--stack-dir DIR]
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -261,7 +266,7 @@ def child_failover(job: dict[str, Any]) -> dict[str, Any]:
         Path(job["profile"]).write_text(profiler.output_html())
         Path(job["profile"]).with_suffix(".txt").write_text(profiler.output_text(unicode=False, color=False))
     out: dict[str, Any] = {"state": str(run.state), "warm_s": round(warm_s, 1), "code": mirrorbook.__file__,
-                           "cpu_s": round(cpu_s() - cpu0, 1)}
+                           "cpu_s": round(cpu_s() - cpu0, 1), "run_id": run.run_id}
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
     out["tasks"] = {t: round((ti.end_date - ti.start_date).total_seconds(), 2) for t, ti in sorted(tis.items())
                     if ti.end_date and ti.start_date}
@@ -316,7 +321,12 @@ def child_health(job: dict[str, Any]) -> dict[str, Any]:
 
 def child_main(job: dict[str, Any]) -> int:
     try:
-        out = child_failover(job) if job["kind"] == "failover" else child_health(job)
+        if job["kind"] == "seeded":
+            import seeded_faults
+
+            out = seeded_faults.run(job["run_id"], job["url"], Path(job["out"]))
+        else:
+            out = child_failover(job) if job["kind"] == "failover" else child_health(job)
     except Exception as exc:  # reported to the parent, which prints it and goes on
         import traceback
         out = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"}
@@ -337,6 +347,19 @@ def show_failover(label: str, r: dict[str, Any]) -> None:
           f"methods {plan.get('methods')}" + (f"; FAILED {r['failed']}" if r.get("failed") else ""))
     print("      tasks: " + ", ".join(f"{t}={s}s" for t, s in r["tasks"].items()))
     print("      steps: " + ", ".join(f"{a.removeprefix('step.')}={s}s" for a, s in r["steps"].items()))
+
+
+def show_seeded(r: dict[str, Any]) -> None:
+    if "error" in r:
+        print(f"    seeded faults: ERROR {r['error']}")
+        return
+    print(f"    seeded faults ({r['seeded']}): record proof {r['record_status']} in {r['record_s']}s, group proof "
+          f"{r['group_status']} in {r['group_s']}s; failing rows {r['failures_total']}")
+    for fault, said in r["caught"].items():
+        print(f"      {'CAUGHT' if said else 'MISSED'} {fault}: {said or ''}")
+    for what, rows in r["others"].items():
+        if rows:
+            print(f"      NOT SEEDED, yet failing: {what}: {len(rows)}, first {rows[:5]}")
 
 
 def show_health(label: str, r: dict[str, Any]) -> None:
@@ -367,6 +390,9 @@ def main() -> int:
                     help="also a precise failover with no readiness kept (every position proved during it)")
     ap.add_argument("--scheduler", action="store_true",
                     help="also the precise failover through a real Airflow (airflow standalone, REST-triggered)")
+    ap.add_argument("--seed-faults", action="store_true",
+                    help="after the failover with proofs at each size, seed every fault the proofs catch into its "
+                         "scene and prove it again (benchmarks/seeded_faults.py): each must be caught")
     ap.add_argument("--profile", default=None, help="a directory for a pyinstrument profile of each failover child")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--stack-dir", default=None,
@@ -455,6 +481,11 @@ def failovers_at(n: int, args: argparse.Namespace, work: Path, stack: Any, versi
             r = run_child(job, env)
             show_failover(f"failover [{v.name}]", r)
             results[f"failover/{v.name}/{label}/{parity}/{n}"] = r
+            if parity == "spark" and args.seed_faults and v is versions[-1] and "run_id" in r:
+                results[f"seeded/{n}"] = seeded = run_child({
+                    "kind": "seeded", "run_id": r["run_id"], "url": stack.require().spark.url,
+                    "out": str(work / f"seeded-{n}")}, env)
+                show_seeded(seeded)
             reset(stack, [group_name(i) for i in range(n)])
     return spark_conn
 
@@ -560,6 +591,21 @@ def start_spark(stack: Any, driver_mb: int | None) -> dict[str, str]:
     return _spark_connect(stack)
 
 
+def report_ours_only(results: dict[str, Any], n: int, fig: Callable[[str], float | None]) -> None:
+    """The figures measured with our code only: through the real scheduler, and the seeded faults."""
+    if (x := fig(f"scheduler/{n}")) is not None:
+        print(f"RESULT failover_rto_s_scheduler_g{n}={x:.2f} s")
+        if (y := fig(f"scheduler-proofs/{n}")) is not None:  # both runs on the one server, this run
+            print(f"RESULT failover_rto_s_scheduler_proofs_g{n}={y:.2f} s")
+            print(f"RESULT proof_rto_ratio_scheduler_g{n}={y / x:.2f}")
+    seeded = results.get(f"seeded/{n}") or {}
+    if "caught" in seeded:
+        caught = sum(1 for said in seeded["caught"].values() if said)
+        print(f"RESULT seeded_faults_caught_g{n}={caught} faults")
+        print(f"RESULT seeded_faults_missed_g{n}={len(seeded['caught']) - caught} faults")
+        print(f"RESULT seeded_faults_unseeded_failures_g{n}={sum(len(r) for r in seeded['others'].values())} rows")
+
+
 def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> None:
     def fig(key: str, field: str = "rto_s") -> float | None:
         r = results.get(key) or {}
@@ -577,11 +623,8 @@ def report(results: dict[str, Any], sizes: list[int], versions: list[str]) -> No
             bare, proved = fig(f"failover/{v}/precise/off/{n}"), fig(f"failover/{v}/precise/spark/{n}")
             if bare and proved:  # the proofs' price: RTO with them over RTO without, measured in this one run
                 print(f"RESULT proof_rto_ratio{tag}_g{n}={proved / bare:.2f}")
-            if v == versions[-1] and (x := fig(f"scheduler/{n}")) is not None:
-                print(f"RESULT failover_rto_s_scheduler_g{n}={x:.2f} s")
-                if (y := fig(f"scheduler-proofs/{n}")) is not None:  # both runs on the one server, this run
-                    print(f"RESULT failover_rto_s_scheduler_proofs_g{n}={y:.2f} s")
-                    print(f"RESULT proof_rto_ratio_scheduler_g{n}={y / x:.2f}")
+            if v == versions[-1]:
+                report_ours_only(results, n, fig)
             for label in ("precise", "precise-fresh"):
                 plan = (results.get(f"failover/{v}/{label}/off/{n}") or {}).get("plan") or {}
                 if plan.get("partitions"):

@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from confluent_kafka import Producer
 import pytest
 
 from mirrorbook.audit import AuditStore
@@ -32,7 +33,9 @@ from mirrorbook.connect.wait import wait_for
 from mirrorbook.devstack.stack import DevStack
 from mirrorbook.devstack.workload import TXN_HEADER, GroupSpec, load, park_groups, produce, produce_transactional
 from mirrorbook.kafka.admin import KafkaAdmin
+from mirrorbook.kafka.config import client_config
 from mirrorbook.kafka.reader import read_ranges
+from mirrorbook.kafka.sequenced import record
 from mirrorbook.kafka.types import TP
 from mirrorbook.mm2.counts import Count
 from mirrorbook.mm2.precise import translate_precise
@@ -660,18 +663,27 @@ def test_the_proofs_run_on_a_spark_connect_server_when_its_connection_exists(fo,
 
 
 class _Traffic:
-    """Keeps producing to a topic on A until A goes away."""
+    """Keeps producing to a topic on A until A goes away. Its own producer, whose records time out within seconds of
+    A's death: the thread ends then (`produce`'s flush would wait a minute for a dead cluster), and nothing it
+    buffered reaches A once A is back."""
 
     def __init__(self, bootstrap: dict, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
+        admin = KafkaAdmin(bootstrap)
+        self.tps = admin.partitions([topic])
+        self.next = admin.high_watermarks(self.tps)  # the workload's sequence number is its offset on A
+        self.producer = Producer(client_config(bootstrap, **{"linger.ms": 20, "acks": "all",
+                                                             "enable.idempotence": True, "message.timeout.ms": 5000}))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                produce(self.bootstrap, [self.topic], 20)
-            except Exception:
+            for tp in self.tps:
+                for _ in range(20):
+                    key, value, headers = record(tp.topic, tp.partition, self.next[tp], "workload")
+                    self.producer.produce(tp.topic, value=value, key=key, partition=tp.partition, headers=headers)
+                    self.next[tp] += 1
+            if self.producer.flush(10):  # records left undelivered: A is gone
                 return
             time.sleep(0.05)
 
@@ -682,6 +694,7 @@ class _Traffic:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        assert not self._thread.is_alive(), "the traffic to A never stopped"
 
 
 def test_unplanned_failover_from_b_alone_then_failback(fo, run_dag, audit: AuditStore):

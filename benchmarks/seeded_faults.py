@@ -20,29 +20,24 @@ topic is deleted on both clusters afterwards; the benchmark's reset deletes the 
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers: how the suite writes records by hand
 
 SKIP = 2
 BASE = 10  # records per fault partition before the tampering
 CUT = 3
 
 
-def _produce(config: dict[str, Any], topic: str, partition: int,
-             rows: list[tuple[tuple[bytes, bytes, list], int]]) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({**config, "enable.idempotence": True})
-    for (key, value, headers), ts in rows:
-        producer.produce(topic, key=key, value=value, headers=headers, partition=partition, timestamp=ts)
-    assert producer.flush(30) == 0
-
-
 def seed_fault_topic(clients: Any, via: Any) -> tuple[str, str, set[tuple]]:
     """The fault topic on both clusters; (source topic, target topic, the differences the record proof must
     report: (target topic, partition, kind, source offset, target offset))."""
+    from tests.helpers import produce_records
+
     from mirrorbook.kafka.sequenced import record
 
     topic = f"sc-faults-{uuid.uuid4().hex[:6]}"
@@ -53,15 +48,15 @@ def seed_fault_topic(clients: Any, via: Any) -> tuple[str, str, set[tuple]]:
     t0 = int(time.time() * 1000)
     rec = lambda p, seq, origin="workload": (record(topic, p, seq, origin=origin), t0 + seq)  # noqa: E731
     # 0: EXTRA — a foreign record on the target after the BASE copies.
-    _produce(src, topic, 0, [rec(0, s) for s in range(BASE)])
-    _produce(dst, remote, 0, [rec(0, s) for s in range(BASE)] + [rec(0, BASE, "foreign")])
+    produce_records(src, topic, 0, [rec(0, s) for s in range(BASE)])
+    produce_records(dst, remote, 0, [rec(0, s) for s in range(BASE)] + [rec(0, BASE, "foreign")])
     # 1: ORDER and EXTRA — source 0..14; the target holds 0..9, then a copy of 12, then 10..14.
-    _produce(src, topic, 1, [rec(1, s) for s in range(BASE + 5)])
-    _produce(dst, remote, 1, [rec(1, s) for s in range(BASE)] + [rec(1, 12)]
+    produce_records(src, topic, 1, [rec(1, s) for s in range(BASE + 5)])
+    produce_records(dst, remote, 1, [rec(1, s) for s in range(BASE)] + [rec(1, 12)]
              + [rec(1, s) for s in range(BASE, BASE + 5)])
     # 2: MISSING — the target lacks the source's last CUT records.
-    _produce(src, topic, 2, [rec(2, s) for s in range(BASE)])
-    _produce(dst, remote, 2, [rec(2, s) for s in range(BASE - CUT)])
+    produce_records(src, topic, 2, [rec(2, s) for s in range(BASE)])
+    produce_records(dst, remote, 2, [rec(2, s) for s in range(BASE - CUT)])
     expected = {(remote, 0, "EXTRA", None, BASE), (remote, 1, "ORDER", 12, BASE), (remote, 1, "EXTRA", None, 13),
                 *((remote, 2, "MISSING", BASE - CUT + i, None) for i in range(CUT))}
     return topic, remote, expected

@@ -47,6 +47,18 @@ def wait_mirrored(admin_src: KafkaAdmin, admin_dst: KafkaAdmin, topic: str, remo
     return eventually(caught_up, timeout=timeout, what=f"{topic} mirrored to {remote}")
 
 
+def produce_records(config: Config, topic: str, partition: int,
+                    records: list[tuple[tuple[bytes, bytes, list], int]]) -> None:
+    """Write exactly these records (key, value, headers) with their timestamps to one partition, flushed: a copy
+    written by hand as MM2 would have written it, or a foreign record."""
+    from confluent_kafka import Producer
+
+    producer = Producer(client_config(config, **{"enable.idempotence": True}))
+    for (key, value, headers), ts in records:
+        producer.produce(topic, key=key, value=value, headers=headers, partition=partition, timestamp=ts)
+    assert producer.flush(30) == 0
+
+
 def set_topic_config(bootstrap: Config, topic: str, key: str, value: str | None) -> None:
     """Set one config of a topic (None: delete it, back to the broker's default)."""
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType

@@ -18,14 +18,13 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Producer
 
 from mirrorbook.devstack.workload import load, produce_transactional, record
 from mirrorbook.kafka.reader import read_ranges
 from mirrorbook.kafka.types import TP
 from mirrorbook.parity import collector, submit
 from tests.conftest import SparkConnectServer
-from tests.helpers import eventually, wait_mirrored
+from tests.helpers import eventually, produce_records, wait_mirrored
 from tests.spark.conftest import CONNECT_ONLY, PARTITIONS, RECORDS, SKIP_BY, Scene
 
 pytestmark = pytest.mark.spark
@@ -51,13 +50,6 @@ def reader(request: pytest.FixtureRequest) -> dict:
         {"reader": "kafka-source"}
 
 
-def _produce(bootstrap: str, topic: str, partition: int, records: list[tuple[tuple[bytes, bytes, list], int]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for (key, value, headers), ts in records:
-        producer.produce(topic, key=key, value=value, headers=headers, partition=partition, timestamp=ts)
-    assert producer.flush(30) == 0
-
-
 @pytest.fixture(scope="module")
 def tampered(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b) -> Tampered:
     """Partition 0: a foreign record on B. Partition 1: a copy of the record A writes at offset 12, produced on
@@ -67,10 +59,10 @@ def tampered(devstack, admin_a, admin_b, bootstrap_a, bootstrap_b) -> Tampered:
     load(bootstrap_a, [topic], 2, BASE)
     wait_mirrored(admin_a, admin_b, topic, remote)
     now = int(time.time() * 1000)
-    _produce(bootstrap_b, remote, 0, [(record(topic, 0, BASE, origin="foreign"), now)])
-    _produce(bootstrap_b, remote, 1, [(record(topic, 1, 12, origin="workload"), now)])
-    _produce(bootstrap_a, topic, 1, [(record(topic, 1, seq, origin="workload"), now if seq == 12 else now + 1 + seq)
-                                     for seq in range(BASE, BASE + 5)])
+    produce_records(bootstrap_b, remote, 0, [(record(topic, 0, BASE, origin="foreign"), now)])
+    produce_records(bootstrap_b, remote, 1, [(record(topic, 1, 12, origin="workload"), now)])
+    produce_records(bootstrap_a, topic, 1, [(record(topic, 1, seq, origin="workload"),
+                                             now if seq == 12 else now + 1 + seq) for seq in range(BASE, BASE + 5)])
     wait_mirrored(admin_a, admin_b, topic, remote)
     highs = admin_b.high_watermarks([TP(remote, 0), TP(remote, 1)])
     assert highs == {TP(remote, 0): BASE + 1, TP(remote, 1): BASE + 6}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +34,13 @@ BASE = 10  # records per fault partition before the tampering
 CUT = 3
 
 
-def seed_fault_topic(clients: Any, via: Any) -> tuple[str, str, set[tuple]]:
-    """The fault topic on both clusters; (source topic, target topic, the differences the record proof must
-    report: (target topic, partition, kind, source offset, target offset))."""
+def seed_fault_topic(clients: Any, via: Any, topic: str, remote: str) -> set[tuple]:
+    """The fault topic, `topic` on the source and its copy `remote` on the target; the differences the record proof
+    must report: (target topic, partition, kind, source offset, target offset)."""
     from tests.helpers import produce_records
 
     from mirrorbook.kafka.sequenced import record
 
-    topic = f"sc-faults-{uuid.uuid4().hex[:6]}"
-    remote = f"{via.source}.{topic}"
     clients.admin(via.source).create_topics({topic: 3})
     clients.admin(via.target).create_topics({remote: 3})
     src, dst = clients.kafka_config(via.source), clients.kafka_config(via.target)
@@ -53,13 +52,13 @@ def seed_fault_topic(clients: Any, via: Any) -> tuple[str, str, set[tuple]]:
     # 1: ORDER and EXTRA — source 0..14; the target holds 0..9, then a copy of 12, then 10..14.
     produce_records(src, topic, 1, [rec(1, s) for s in range(BASE + 5)])
     produce_records(dst, remote, 1, [rec(1, s) for s in range(BASE)] + [rec(1, 12)]
-             + [rec(1, s) for s in range(BASE, BASE + 5)])
+                    + [rec(1, s) for s in range(BASE, BASE + 5)])
     # 2: MISSING — the target lacks the source's last CUT records.
     produce_records(src, topic, 2, [rec(2, s) for s in range(BASE)])
     produce_records(dst, remote, 2, [rec(2, s) for s in range(BASE - CUT)])
     expected = {(remote, 0, "EXTRA", None, BASE), (remote, 1, "ORDER", 12, BASE), (remote, 1, "EXTRA", None, 13),
                 *((remote, 2, "MISSING", BASE - CUT + i, None) for i in range(CUT))}
-    return topic, remote, expected
+    return expected
 
 
 def seed_group_faults(clients: Any, plan: Any, via: Any) -> tuple[tuple[str, str, int], str]:
@@ -77,9 +76,7 @@ def seed_group_faults(clients: Any, plan: Any, via: Any) -> tuple[tuple[str, str
     admin.alter_group_offsets({group: {TP(topic, partition): c["offset"][moved] + SKIP}})
     # The group with the fewest rows: its MISSING rows leave room in the summary's listed failures (200) for the
     # others' lines.
-    rows_of: dict[str, int] = {}
-    for g in c["group"]:
-        rows_of[g] = rows_of.get(g, 0) + 1
+    rows_of = Counter(c["group"])
     gone = min((g for g in rows_of if g != group), key=lambda g: (rows_of[g], g))
     admin.delete_groups([gone])
     return (group, topic, partition), gone
@@ -102,14 +99,16 @@ def run(run_id: str, url: str, out: Path) -> dict[str, Any]:
     via = topology.flow("A->B")
     clients = Clients(TopologyResolver(topology))
     plan = load_plan(Runbook(RunInfo(run_id=run_id), AuditStore.from_env()), rows=False)
-    topic, remote, differences = seed_fault_topic(clients, via)
-    (group, g_topic, g_partition), gone = seed_group_faults(clients, plan, via)
-    try:
+    topic = f"sc-faults-{uuid.uuid4().hex[:6]}"
+    remote = f"{via.source}.{topic}"
+    try:  # the fault topic goes again however this ends
+        differences = seed_fault_topic(clients, via, topic, remote)
+        (group, g_topic, g_partition), gone = seed_group_faults(clients, plan, via)
         t0 = time.monotonic()
         ranges, boundaries = parity.move_records(clients, plan, via)
-        ranges += whole_topic_ranges(topic, remote, clients.admin(via.source).watermarks(
-            clients.admin(via.source).partitions([topic])), clients.admin(via.target).watermarks(
-            clients.admin(via.target).partitions([remote])))
+        ranges += whole_topic_ranges(topic, remote, *(
+            clients.admin(side).watermarks(clients.admin(side).partitions([name]))
+            for side, name in ((via.source, topic), (via.target, remote))))
         record = connect.run(record_job(clients, via, out / "record", ranges, boundaries), url)
         record_s = time.monotonic() - t0
         t0 = time.monotonic()
@@ -119,7 +118,10 @@ def run(run_id: str, url: str, out: Path) -> dict[str, Any]:
     finally:
         for cluster, name in ((via.source, topic), (via.target, remote)):
             for f in clients.admin(cluster).client.delete_topics([name]).values():
-                f.result()
+                try:
+                    f.result()
+                except Exception as exc:  # not created: seeding failed before it (that failure is the one raised)
+                    print(f"the fault topic {name} on {cluster}: {exc}", file=sys.stderr)
 
     found = {(d["target_topic"], d["target_partition"], d["kind"], d["source_offset"], d["target_offset"])
              for d in pq.read_table(record.outputs["differences"]).to_pylist()}

@@ -210,16 +210,18 @@ def from_json(conn_id: str, text: str, origin: str) -> FileConnection:
     if extra and not isinstance(extra, str):
         extra = json.dumps(extra)
     port = data.get("port")
-    if port:  # Airflow: int(port) of anything truthy, no port otherwise
+    if port:  # Airflow: int(port) of anything truthy (0.5 and "0" are port 0), no port otherwise
         if isinstance(port, bool) or not isinstance(port, (int, float, str)):
             raise ConnectionInvalid(f"{where}: the field 'port' is not a number")
         try:
             port = int(port)
         except ValueError:
             raise ConnectionInvalid(f"{where}: the field 'port' is not a number") from None
+    else:
+        port = None
     conn_type = data.get("conn_type")
     return from_fields(conn_id, origin, conn_type=normalize_conn_type(conn_type) if conn_type else None,
-                       host=data.get("host"), port=port or None, schema=data.get("schema"), login=data.get("login"),
+                       host=data.get("host"), port=port, schema=data.get("schema"), login=data.get("login"),
                        password=data.get("password"), extra=extra, where=where)
 
 
